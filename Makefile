@@ -1,0 +1,41 @@
+# Two entry points for a fresh machine: `make demo` and `make test`. Both set up .venv first.
+#
+# PyTorch: on a machine without an NVIDIA GPU (no nvidia-smi), the CPU build is installed before
+# everything else, so the project's `torch` requirement is already met and pip does not pull the
+# multi-GB CUDA build. Override with `make test TORCH_CPU='torch==<version>'`. With a GPU, torch
+# is installed from the index like any other dependency.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TORCH_CPU ?= torch==2.13.0
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 11))' 2>/dev/null || \
+		{ echo "error: Python 3.11+ is needed; found '$(PYTHON)'. Run: make PYTHON=/path/to/python3.11 ..."; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+		echo "GPU found: torch will come from the package index"; \
+	else \
+		echo "no GPU found: installing the CPU build $(TORCH_CPU) first"; \
+		$(PY) -m pip install --quiet "$(TORCH_CPU)"; \
+	fi
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/sacglam evaluate
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) benchmarks/env_throughput.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis runs

@@ -1,0 +1,75 @@
+"""The `sacglam` command. Subcommands parse into the config dataclasses of `sacglam.config`
+(tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
+
+    sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import tyro
+
+from sacglam.config import EnvConfig, EvalConfig
+from sacglam.envs.expert import ExpertPolicy
+from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
+from sacglam.policies import RandomPolicy
+from sacglam.types import Policy
+
+
+def make_policy(name: str, seed: int) -> Policy:
+    if name == "expert":
+        return ExpertPolicy()
+    if name == "random":
+        return RandomPolicy(seed)
+    raise ValueError(f"unknown policy {name!r}; choose 'expert' or 'random'")
+
+
+def evaluate(cfg: EvalConfig) -> dict[str, Any]:
+    """Evaluate each policy on each variant's train and held-out test goals; print and return the
+    success table (and write it as JSON when `cfg.output` is set)."""
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    report: dict[str, Any] = {"config": {k: str(v) for k, v in vars(cfg).items()}, "results": []}
+    for variant in cfg.variants:
+        train_env = EnvConfig.variant(variant)
+        for env_cfg in (train_env, train_env.held_out):
+            specs = episode_specs(env_cfg.goals, cfg.episodes, cfg.seed)
+            for name in cfg.policies:
+                label = f"{variant} / {env_cfg.goals} / {name}"
+                start = time.perf_counter()
+                results = run_episodes(
+                    make_policy(name, cfg.seed), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
+                )
+                seconds = time.perf_counter() - start
+                rows[label] = success_by_goal_type(results, env_cfg.goals)
+                report["results"].append(
+                    {
+                        "variant": variant,
+                        "goal_set": env_cfg.goals,
+                        "policy": name,
+                        "env": vars(env_cfg),
+                        "success_by_goal_type": rows[label],
+                        "mean_steps": sum(r.steps for r in results) / len(results),
+                        "seconds": seconds,
+                    }
+                )
+    print("Success rate per goal type (episodes in parentheses; 'all' weights the types by their share of the goal set)")
+    print(format_success_table(rows))
+    if cfg.output is not None:
+        cfg.output.parent.mkdir(parents=True, exist_ok=True)
+        cfg.output.write_text(json.dumps(report, indent=2))
+        print(f"wrote {cfg.output}")
+    return report
+
+
+def main(args: list[str] | None = None) -> None:
+    cfg = tyro.extras.subcommand_cli_from_dict({"evaluate": EvalConfig}, prog="sacglam", args=args)
+    if isinstance(cfg, EvalConfig):
+        evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Evaluation: the spec's uniform-random floors, stratified episode sets, and the CLI job."""
+
+import json
+import random
+
+import pytest
+
+from sacglam.cli import main
+from sacglam.config import EnvConfig, EvalConfig
+from sacglam.envs import ExpertPolicy, PlaygroundText, goal_type
+from sacglam.evaluation import OVERALL, episode_specs, run_episodes, success_by_goal_type
+from sacglam.policies import RandomPolicy
+from sacglam.types import EpisodeResult
+
+
+def random_policy_success(n_objects, goals, max_steps, episodes, seed=0):
+    """Uniform-random success on the environment's own goal distribution (auto-drawn goals)."""
+    env = PlaygroundText(n_objects=n_objects, goals=goals, max_steps=max_steps)
+    rng = random.Random(seed)
+    obs, info = env.reset(seed=seed)
+    successes = done = 0
+    while done < episodes:
+        obs, reward, terminated, truncated, info = env.step(rng.choice(info["candidates"]))
+        if terminated or truncated:
+            successes += reward
+            done += 1
+            obs, info = env.reset()
+    return successes / episodes
+
+
+@pytest.mark.parametrize(
+    "n_objects, goals, max_steps, spec_floor, tolerance",
+    [
+        (3, "simple-train", 8, 0.26, 0.03),  # spec: "about 26% ... at max_steps 8"
+        (3, "simple-train", 30, 0.68, 0.03),  # spec: "68% at 30"
+        (3, "simple-test", 8, 0.16, 0.03),  # learning notes: test-goal floor 0.16
+        (6, "train", 30, 0.06, 0.015),  # spec: "about 6% on the full train set"
+    ],
+)
+def test_uniform_random_success_matches_the_spec_reference_floors(n_objects, goals, max_steps, spec_floor, tolerance):
+    rate = random_policy_success(n_objects, goals, max_steps, episodes=4000)
+    assert abs(rate - spec_floor) < tolerance, rate
+
+
+def test_episode_specs_are_stratified_by_goal_type_and_reproducible():
+    specs = episode_specs("train", 400, seed=3)
+    assert specs == episode_specs("train", 400, seed=3)
+    assert specs != episode_specs("train", 400, seed=4)
+    results = [EpisodeResult(s.goal, goal_type(s.goal), s.seed, True, 1) for s in specs]
+    table = success_by_goal_type(results, "train")
+    assert {t: table[t]["episodes"] for t in table if t != OVERALL} == {
+        "grasp": 100, "grow": 100, "grow then grasp": 100, "grow then grow": 100
+    }
+
+
+def test_overall_success_weights_goal_types_by_their_share_of_the_goal_set():
+    results = [EpisodeResult("Grasp red cat", "grasp", 0, True, 2), EpisodeResult("Grow red cat", "grow", 0, False, 8)]
+    table = success_by_goal_type(results, "simple-train")
+    assert table["grasp"]["success"] == 1.0 and table["grow"]["success"] == 0.0
+    assert table[OVERALL]["success"] == pytest.approx(136 / 182)
+
+
+def test_run_episodes_does_not_depend_on_the_number_of_parallel_envs():
+    specs = episode_specs("train", 40, seed=0)
+    env_config = EnvConfig.variant("full")
+    one = run_episodes(ExpertPolicy(), env_config, specs, num_envs=1)
+    many = run_episodes(ExpertPolicy(), env_config, specs, num_envs=7)
+    assert one == many
+    assert all(r.success for r in one)
+    assert [r.goal for r in one] == [s.goal for s in specs]
+
+
+def test_random_policy_is_seeded_and_picks_among_candidates():
+    candidates = [["a", "b", "c"], ["d", "e"]]
+    assert RandomPolicy(1).act(["x", "y"], candidates) == RandomPolicy(1).act(["x", "y"], candidates)
+    picks = RandomPolicy(0).act(["x"] * 2, candidates)
+    assert picks[0] in candidates[0] and picks[1] in candidates[1]
+
+
+def test_evaluate_command_prints_the_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "eval.json"
+    main(["evaluate", "--episodes", "8", "--variants", "simple", "--output", str(out), "--no-progress"])
+    printed = capsys.readouterr().out
+    assert "simple / simple-train / expert" in printed and "simple / simple-test / random" in printed
+    report = json.loads(out.read_text())
+    rows = {(r["goal_set"], r["policy"]): r for r in report["results"]}
+    assert set(rows) == {(g, p) for g in ("simple-train", "simple-test") for p in ("expert", "random")}
+    assert rows[("simple-train", "expert")]["success_by_goal_type"][OVERALL]["success"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_objects=2, goals="train"), "too small"),
+        (dict(goals="hard"), "is not a goal set"),
+    ],
+)
+def test_env_config_validates_with_the_environment_rules(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        EnvConfig(**kwargs)
+
+
+def test_eval_config_rejects_zero_episodes():
+    with pytest.raises(ValueError, match="episodes must be >= 1"):
+        EvalConfig(episodes=0)
+
+
+def test_env_config_variants_and_held_out_sets():
+    assert EnvConfig.variant("simple") == EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
+    assert EnvConfig.variant("full").held_out.goals == "test"
+    with pytest.raises(ValueError, match="already a held-out set"):
+        EnvConfig.variant("full").held_out.held_out
