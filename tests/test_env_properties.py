@@ -74,6 +74,7 @@ def test_every_step_equals_the_reference_implementation(variant, seed, choices):
         obs, reward, terminated, truncated, info = env.step(action)
         ref_obs, ref_reward, ref_terminated, ref_truncated, ref_reported = reference.step(action)
         assert (obs, reward, terminated, truncated) == (ref_obs, ref_reward, ref_terminated, ref_truncated)
+        assert env.observation_space.contains(obs)
         assert info["candidates"] == reference.candidates()
         assert sorted(info["achieved_goals"]) == sorted(ref_reported)
         if terminated or truncated:

@@ -111,7 +111,7 @@ class PlaygroundText(gym.Env[str, str]):
         self.render_mode = render_mode
         self.goal_set = GOAL_SETS[goals]
         self._goal_members = goal_set_members(goals)
-        self.observation_space = Text(max_length=256 + 24 * n_objects, charset=_TEXT_CHARSET)
+        self.observation_space = Text(max_length=256 + 40 * n_objects, charset=_TEXT_CHARSET)  # 2 lists of <= 19 chars per object
         self.action_space = Text(max_length=64, charset=_TEXT_CHARSET)
         self._rng: random.Random | None = None
         self._partner = SocialPartner(sequential=goals in SEQUENTIAL_GOAL_SETS)
