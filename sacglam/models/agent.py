@@ -1,0 +1,167 @@
+"""The GLAM agent: an LLM policy over candidate actions and a Q-critic on the same LLM.
+
+One shared-prefix forward returns, for every candidate of every state, log pi(a|s) (paper eq. 1-2)
+and Q(s, a) (appendix B). LoRA adapts the attention projections of the (optionally 4-bit) base;
+the trainable state (LoRA + heads, or every weight when lora_r = 0) is a small state dict, which
+is what a learner ships to inference.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from peft import LoraConfig, get_peft_model
+from torch import nn
+
+from sacglam.config import AgentConfig
+from sacglam.models.critic import ActionCritic, ObservationCritic
+from sacglam.models.encoding import (
+    CandidateTokenCache,
+    EncodedBatch,
+    PackedCausalBatch,
+    encode_packed_causal,
+    encode_seq2seq,
+    to_device,
+)
+from sacglam.models.loading import LanguageModel, load_language_model
+from sacglam.models.scoring import CandidateScores, score_packed_causal, score_seq2seq
+from sacglam.types import AgentOutput
+
+ATTENTION_PROJECTIONS = {
+    "causal": ("q_proj", "k_proj", "v_proj", "o_proj"),  # Llama, SmolLM, Qwen, Mistral
+    "seq2seq": ("q", "k", "v", "o"),  # T5, Flan-T5
+}
+
+
+def candidate_prompt(observation: str, candidates: Sequence[str]) -> str:
+    """The observation with a `Possible actions:` line before the final `Action:`."""
+    head, _, _ = observation.rpartition("\n")
+    return f"{head}\nPossible actions: {', '.join(candidates)}\nAction:"
+
+
+class GLAMAgent(nn.Module):
+    """LLM policy + critic. `forward(batch)` takes the output of `encode(observations, candidates)`."""
+
+    def __init__(self, config: AgentConfig, language_model: LanguageModel | None = None):
+        super().__init__()
+        self.config = config
+        lm = language_model or load_language_model(
+            config.model, load_in_4bit=config.load_in_4bit, device=config.resolved_device
+        )
+        self.kind, self.tokenizer = lm.kind, lm.tokenizer
+        if config.lora_r > 0:
+            for p in lm.model.parameters():
+                p.requires_grad_(False)
+            lora = LoraConfig(
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=0.0,
+                target_modules=list(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind]),
+            )
+            self.llm = get_peft_model(lm.model, lora)
+        else:
+            self.llm = lm.model
+            for p in self.llm.parameters():
+                p.requires_grad_(True)
+        hidden = lm.model.get_input_embeddings().embedding_dim
+        device = lm.model.get_input_embeddings().weight.device
+        if config.critic == "action":
+            self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width).to(device)
+        elif config.critic == "observation":
+            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width).to(device)
+        else:
+            self.critic = None
+        self._candidate_tokens = CandidateTokenCache(self.tokenizer, leading_space=self.kind == "causal")
+        self._decoder_start = getattr(lm.model.config, "decoder_start_token_id", None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.base_model.get_input_embeddings().weight.device
+
+    @property
+    def base_model(self):
+        """The transformers model (with LoRA layers injected when LoRA is on)."""
+        return self.llm.get_base_model() if hasattr(self.llm, "get_base_model") else self.llm
+
+    # ------------------------------------------------------------------ inputs
+
+    def prompts(self, observations: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[str]:
+        if self.config.prompt_template == "candidates":
+            return [candidate_prompt(o, c) for o, c in zip(observations, candidates, strict=True)]
+        return list(observations)
+
+    def encode(self, observations: Sequence[str], candidates: Sequence[Sequence[str]]) -> EncodedBatch:
+        """Tokenize a batch of states into shared-prefix inputs (CPU tensors; see `encoding`)."""
+        prompts = self.prompts(observations, candidates)
+        if self.kind == "causal":
+            return encode_packed_causal(self.tokenizer, prompts, candidates, self._candidate_tokens)
+        return encode_seq2seq(self.tokenizer, prompts, candidates, self._candidate_tokens, self._decoder_start)
+
+    # ------------------------------------------------------------------ forward
+
+    def candidate_scores(self, batch: EncodedBatch) -> CandidateScores:
+        batch = to_device(batch, self.device)
+        if isinstance(batch, PackedCausalBatch):
+            return score_packed_causal(self.base_model, batch)
+        return score_seq2seq(self.base_model, batch)
+
+    def forward(self, batch: EncodedBatch, with_critic: bool = True) -> AgentOutput:
+        return self.outputs_from_scores(batch, self.candidate_scores(batch), with_critic)
+
+    def outputs_from_scores(self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True) -> AgentOutput:
+        """Lay per-candidate scores out as (B, C) tensors: the policy's softmax and the critic."""
+        index = batch.index
+        device = scores.log_likelihood.device
+        B, C = len(index.counts), index.max_candidates
+        state, slot = index.state.to(device), index.slot.to(device)
+        mask = index.mask().to(device)
+        ll = scores.log_likelihood
+        if self.config.scoring == "mean":
+            ll = ll / index.lengths.to(device)
+        action_ll = torch.zeros(B, C, dtype=torch.float32, device=device).index_put((state, slot), ll)
+        log_pi = action_ll.masked_fill(~mask, float("-inf")).log_softmax(-1)
+        q = None
+        if with_critic and self.critic is not None:
+            q = self._q_values(scores, state, slot, mask)
+        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask)
+
+    def _q_values(self, scores: CandidateScores, state, slot, mask) -> torch.Tensor:
+        detach = self.config.critic_detach
+        if isinstance(self.critic, ActionCritic):
+            features = scores.candidate_features.detach() if detach else scores.candidate_features
+            per_candidate = self.critic(features.float())
+            return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).index_put((state, slot), per_candidate)
+        features = scores.prompt_features.detach() if detach else scores.prompt_features
+        C = mask.shape[1]
+        if C > self.critic.max_actions:
+            raise ValueError(
+                f"a state has {C} candidates but the observation critic has max_actions={self.critic.max_actions}; "
+                "raise AgentConfig.max_actions"
+            )
+        return self.critic(features.float())[:, :C].masked_fill(~mask, 0.0)
+
+    # ------------------------------------------------------------------ trainable state
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights that training changes (LoRA + heads, or all when lora_r = 0), as CPU copies."""
+        return {name: p.detach().to("cpu", copy=True) for name, p in self.named_parameters() if p.requires_grad}
+
+    def load_trainable_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Load what `trainable_state_dict` gave (e.g. from a learner); raises on a key or shape mismatch."""
+        params = {name: p for name, p in self.named_parameters() if p.requires_grad}
+        missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
+        if missing or unexpected:
+            raise ValueError(
+                f"trainable state does not fit this agent (same model, LoRA and critic settings needed): "
+                f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+            )
+        for name, p in params.items():  # check everything before changing anything
+            if p.shape != state[name].shape:
+                raise ValueError(
+                    f"trainable state does not fit this agent: {name!r} has shape {tuple(state[name].shape)}, "
+                    f"expected {tuple(p.shape)}"
+                )
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(state[name])

@@ -1,0 +1,40 @@
+"""Q-critic heads on the LLM's hidden states (paper section 2.2 and appendix B)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
+    """Two hidden layers with ReLU (the paper's critic: 1024 units each)."""
+    return nn.Sequential(
+        nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out_features)
+    )
+
+
+class ActionCritic(nn.Module):
+    """Q(s, a) from the hidden state of the (prompt, action) pair: one output per pair. The paper's
+    best variant: the LLM encodes the action with the prompt."""
+
+    def __init__(self, hidden_size: int, width: int = 1024):
+        super().__init__()
+        self.net = mlp(hidden_size, width, 1)
+
+    def forward(self, candidate_features: torch.Tensor) -> torch.Tensor:
+        """(N, H) -> (N,)"""
+        return self.net(candidate_features).squeeze(-1)
+
+
+class ObservationCritic(nn.Module):
+    """Q(s, .) from the prompt's hidden state: |A| outputs, one per candidate slot (DQN-style;
+    the paper's ablation). Candidate k of a state takes output k."""
+
+    def __init__(self, hidden_size: int, max_actions: int, width: int = 1024):
+        super().__init__()
+        self.max_actions = max_actions
+        self.net = mlp(hidden_size, width, max_actions)
+
+    def forward(self, prompt_features: torch.Tensor) -> torch.Tensor:
+        """(B, H) -> (B, max_actions)"""
+        return self.net(prompt_features)

@@ -1,0 +1,220 @@
+"""Tokenize a batch of (prompt, candidate actions) into the tensors of one shared-prefix forward.
+
+Causal models, packed: one sequence per state, `[prompt | candidate 1 | candidate 2 | ...]`, with
+a block attention mask (each candidate token sees the prompt and the earlier tokens of its own
+candidate, never another candidate) and position ids that restart after the prompt for every
+candidate, so each candidate is scored exactly as if it followed the prompt alone.
+
+Seq2seq models: the prompts are encoded once (`encoder_ids`), and every candidate is a decoder
+sequence `[start, a_1, ..., a_{L-1}]` scored against its state's encoder output.
+
+Notation: B states, N candidates over the whole batch, T packed length, P prompt length, L
+candidate length, K scored tokens. Index tensors address rows of a flattened `(B*T, ...)` view.
+Candidates are tokenized as continuations of the prompt: causal tokenizers get `" " + action`
+(the prompt ends with `Action:`), seq2seq decoders get the action text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+
+@dataclass(frozen=True)
+class CandidateIndex:
+    """Where each candidate sits in the `(B, C_max)` layout of the policy's outputs."""
+
+    state: torch.Tensor  # (N,) long: which state the candidate belongs to
+    slot: torch.Tensor  # (N,) long: its position among that state's candidates
+    lengths: torch.Tensor  # (N,) long: its number of tokens
+    counts: torch.Tensor  # (B,) long: candidates per state
+
+    @property
+    def max_candidates(self) -> int:
+        return int(self.counts.max())
+
+    def mask(self) -> torch.Tensor:
+        """(B, C_max) bool: True where a state has a candidate."""
+        return torch.arange(self.max_candidates)[None, :] < self.counts[:, None]
+
+
+@dataclass(frozen=True)
+class PackedCausalBatch:
+    """Shared-prefix inputs of a causal LM: one packed row per state."""
+
+    input_ids: torch.Tensor  # (B, T) long, right-padded
+    position_ids: torch.Tensor  # (B, T) long
+    attention_allowed: torch.Tensor  # (B, T, T) bool: [b, i, j] True when token i may attend to j
+    logit_rows: torch.Tensor  # (R,) long: flat (b*T + t) positions whose next-token distribution is needed
+    target_row: torch.Tensor  # (K,) long: index into logit_rows predicting each scored token
+    target_ids: torch.Tensor  # (K,) long: the scored token ids
+    target_candidate: torch.Tensor  # (K,) long: the candidate each scored token belongs to
+    candidate_last: torch.Tensor  # (N,) long: flat position of each candidate's last token
+    prompt_last: torch.Tensor  # (B,) long: flat position of each prompt's last token
+    index: CandidateIndex
+
+
+@dataclass(frozen=True)
+class Seq2SeqBatch:
+    """Encode-once inputs of an encoder-decoder LM."""
+
+    encoder_ids: torch.Tensor  # (B, P) long, right-padded
+    encoder_mask: torch.Tensor  # (B, P) long
+    decoder_ids: torch.Tensor  # (N, L) long: decoder start token, then the candidate's tokens but the last
+    decoder_mask: torch.Tensor  # (N, L) long
+    target_ids: torch.Tensor  # (N, L) long: the candidate's tokens, pad where decoder_mask is 0
+    index: CandidateIndex
+
+
+EncodedBatch = PackedCausalBatch | Seq2SeqBatch
+
+
+def to_device(batch: EncodedBatch, device: torch.device | str) -> EncodedBatch:
+    """A copy of `batch` with every tensor on `device` (the index stays on the CPU)."""
+    moved = {f.name: getattr(batch, f.name) for f in fields(batch)}
+    for name, value in moved.items():
+        if isinstance(value, torch.Tensor):
+            moved[name] = value.to(device, non_blocking=True)
+    return type(batch)(**moved)
+
+
+class CandidateTokenCache:
+    """Token ids of action strings; actions repeat across steps, so each is tokenized once."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, leading_space: bool, limit: int = 200_000):
+        self.tokenizer, self.leading_space, self.limit = tokenizer, leading_space, limit
+        self._ids: dict[str, list[int]] = {}
+
+    def __call__(self, actions: Sequence[str]) -> list[list[int]]:
+        missing = [a for a in dict.fromkeys(actions) if a not in self._ids]
+        if missing:
+            if len(self._ids) + len(missing) > self.limit:
+                self._ids.clear()
+            texts = [(" " + a) if self.leading_space else a for a in missing]
+            for action, ids in zip(missing, self.tokenizer(texts, add_special_tokens=False)["input_ids"]):
+                if not ids:
+                    raise ValueError(f"action {action!r} tokenizes to no token; it cannot be scored")
+                self._ids[action] = ids
+        return [self._ids[a] for a in actions]
+
+
+def _candidate_index(candidates: Sequence[Sequence[str]], lengths: list[int]) -> CandidateIndex:
+    counts = [len(c) for c in candidates]
+    if min(counts, default=0) < 1:
+        raise ValueError("every state needs at least one candidate action")
+    return CandidateIndex(
+        state=torch.tensor([b for b, n in enumerate(counts) for _ in range(n)]),
+        slot=torch.tensor([k for n in counts for k in range(n)]),
+        lengths=torch.tensor(lengths),
+        counts=torch.tensor(counts),
+    )
+
+
+def _prompt_ids(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
+    ids = tokenizer(list(prompts))["input_ids"]
+    if any(len(p) == 0 for p in ids):
+        raise ValueError("a prompt tokenizes to no token")
+    return ids
+
+
+def encode_packed_causal(
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+    candidate_tokens: CandidateTokenCache,
+) -> PackedCausalBatch:
+    """Pack each state's prompt and all its candidates into one row (see the module docstring)."""
+    if len(prompts) != len(candidates):
+        raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")
+    prompt_ids = _prompt_ids(tokenizer, prompts)
+    cand_ids = [candidate_tokens(c) for c in candidates]
+    lengths = [len(p) + sum(len(a) for a in cs) for p, cs in zip(prompt_ids, cand_ids)]
+    B, T = len(prompts), max(lengths)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((B, T), pad, dtype=torch.long)
+    position_ids = torch.zeros((B, T), dtype=torch.long)
+    segment = torch.full((B, T), -1, dtype=torch.long)  # 0: prompt, k+1: candidate k, -1: padding
+    logit_rows, target_row, target_ids, target_candidate, candidate_last, prompt_last = [], [], [], [], [], []
+    n = 0  # running candidate number over the batch
+    for b, (p_ids, cs) in enumerate(zip(prompt_ids, cand_ids)):
+        P = len(p_ids)
+        input_ids[b, :P] = torch.tensor(p_ids)
+        position_ids[b, :P] = torch.arange(P)
+        segment[b, :P] = 0
+        base = b * T
+        shared_row = len(logit_rows)  # the prompt's last position predicts every first action token
+        logit_rows.append(base + P - 1)
+        prompt_last.append(base + P - 1)
+        start = P
+        for k, a_ids in enumerate(cs):
+            L = len(a_ids)
+            input_ids[b, start : start + L] = torch.tensor(a_ids)
+            position_ids[b, start : start + L] = torch.arange(P, P + L)
+            segment[b, start : start + L] = k + 1
+            for j, token in enumerate(a_ids):
+                if j == 0:
+                    target_row.append(shared_row)
+                else:
+                    target_row.append(len(logit_rows))
+                    logit_rows.append(base + start + j - 1)
+                target_ids.append(token)
+                target_candidate.append(n)
+            candidate_last.append(base + start + L - 1)
+            start += L
+            n += 1
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    same_block = segment[:, :, None] == segment[:, None, :]
+    prompt_key = (segment == 0)[:, None, :]
+    allowed = causal & (same_block | prompt_key) & (segment != -1)[:, None, :]
+    allowed |= torch.eye(T, dtype=torch.bool) & (segment == -1)[:, :, None]  # padding sees itself only
+    return PackedCausalBatch(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        attention_allowed=allowed,
+        logit_rows=torch.tensor(logit_rows),
+        target_row=torch.tensor(target_row),
+        target_ids=torch.tensor(target_ids),
+        target_candidate=torch.tensor(target_candidate),
+        candidate_last=torch.tensor(candidate_last),
+        prompt_last=torch.tensor(prompt_last),
+        index=_candidate_index(candidates, [len(a) for cs in cand_ids for a in cs]),
+    )
+
+
+def encode_seq2seq(
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+    candidate_tokens: CandidateTokenCache,
+    decoder_start_id: int,
+) -> Seq2SeqBatch:
+    """Prompts for the encoder (once per state); one decoder row per candidate."""
+    if len(prompts) != len(candidates):
+        raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")
+    prompt_ids = _prompt_ids(tokenizer, prompts)
+    flat = [ids for cs in candidates for ids in candidate_tokens(cs)]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    P, L = max(len(p) for p in prompt_ids), max(len(a) for a in flat)
+    encoder_ids = torch.full((len(prompts), P), pad, dtype=torch.long)
+    encoder_mask = torch.zeros((len(prompts), P), dtype=torch.long)
+    for b, p in enumerate(prompt_ids):
+        encoder_ids[b, : len(p)] = torch.tensor(p)
+        encoder_mask[b, : len(p)] = 1
+    decoder_ids = torch.full((len(flat), L), pad, dtype=torch.long)
+    decoder_mask = torch.zeros((len(flat), L), dtype=torch.long)
+    target_ids = torch.full((len(flat), L), pad, dtype=torch.long)
+    for n, a in enumerate(flat):
+        decoder_ids[n, : len(a)] = torch.tensor([decoder_start_id] + a[:-1])
+        decoder_mask[n, : len(a)] = 1
+        target_ids[n, : len(a)] = torch.tensor(a)
+    return Seq2SeqBatch(
+        encoder_ids=encoder_ids,
+        encoder_mask=encoder_mask,
+        decoder_ids=decoder_ids,
+        decoder_mask=decoder_mask,
+        target_ids=target_ids,
+        index=_candidate_index(candidates, [len(a) for a in flat]),
+    )

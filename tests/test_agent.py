@@ -1,0 +1,181 @@
+"""The LLM agent on tiny causal and seq2seq models: shared-prefix equals naive scoring, the policy
+is a proper distribution, gradients go where they should, and the trainable state round-trips."""
+
+import pytest
+import torch
+
+from sacglam.config import AgentConfig
+from sacglam.envs import PlaygroundTextVector
+from sacglam.models import GLAMAgent, ModelNotFoundError, load_language_model
+from sacglam.models.agent import candidate_prompt
+from sacglam.models.scoring import naive_score_causal, naive_score_seq2seq
+
+MODELS = ["tiny-causal", "tiny-seq2seq"]
+
+
+def states(n=6, seed=0):
+    """Real Playground-Text states with varying candidate counts (holding an object removes one)."""
+    vec = PlaygroundTextVector(n)
+    obs, info = vec.reset(seed=seed)
+    obs, _, _, _, info = vec.step([c[i % (len(c) - 2)] for i, c in enumerate(info["candidates"])])
+    # grasp in every other environment, so that candidate lists differ in length
+    obs, _, _, _, info = vec.step(["Grasp" if i % 2 else "Release" for i in range(n)])
+    return obs, info["candidates"]
+
+
+def make_agent(model, **kwargs):
+    torch.manual_seed(0)
+    return GLAMAgent(AgentConfig(model=model, critic_width=32, **kwargs))
+
+
+def naive(agent, observations, candidates):
+    prompts = agent.prompts(observations, candidates)
+    if agent.kind == "causal":
+        return naive_score_causal(agent.base_model, agent.tokenizer, prompts, candidates, agent._candidate_tokens)
+    return naive_score_seq2seq(agent.base_model, agent.encode(observations, candidates))
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("template", ["plain", "candidates"])
+def test_shared_prefix_equals_naive_scoring(model, template):
+    agent = make_agent(model, prompt_template=template)
+    observations, candidates = states()
+    assert len({len(c) for c in candidates}) > 1, "the batch should mix candidate counts"
+    batch = agent.encode(observations, candidates)
+    fast, slow = agent.candidate_scores(batch), naive(agent, observations, candidates)
+    torch.testing.assert_close(fast.log_likelihood, slow.log_likelihood, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast.candidate_features, slow.candidate_features, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast.prompt_features, slow.prompt_features, atol=1e-5, rtol=0)
+    out, naive_out = agent(batch), agent.outputs_from_scores(batch, slow)
+    torch.testing.assert_close(out.log_pi, naive_out.log_pi, atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.q, naive_out.q, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_policy_is_a_softmax_over_each_states_own_candidates(model):
+    agent = make_agent(model)
+    observations, candidates = states()
+    out = agent(agent.encode(observations, candidates))
+    counts = torch.tensor([len(c) for c in candidates])
+    assert out.mask.sum(-1).tolist() == counts.tolist()
+    torch.testing.assert_close(out.probs.sum(-1), torch.ones(len(candidates)))
+    assert torch.isinf(out.log_pi[~out.mask]).all() and (out.q[~out.mask] == 0).all()
+    # eq. 2: the softmax of eq. 1's sums over the valid candidates
+    for b, n in enumerate(counts.tolist()):
+        torch.testing.assert_close(out.log_pi[b, :n], out.action_log_likelihood[b, :n].log_softmax(-1))
+
+
+def test_mean_scoring_divides_by_action_length():
+    observations, candidates = states(n=2)
+    total, mean = make_agent("tiny-causal"), make_agent("tiny-causal", scoring="mean")
+    batch = total.encode(observations, candidates)
+    lengths = torch.zeros_like(total(batch).action_log_likelihood).index_put(
+        (batch.index.state, batch.index.slot), batch.index.lengths.float()
+    )
+    out_total, out_mean = total(batch), mean(batch)
+    m = out_total.mask
+    torch.testing.assert_close(out_mean.action_log_likelihood[m], out_total.action_log_likelihood[m] / lengths[m])
+
+
+def test_candidate_prompt_lists_the_actions_before_action():
+    obs, candidates = states(n=1)
+    text = candidate_prompt(obs[0], candidates[0])
+    assert text.endswith(f"\nPossible actions: {', '.join(candidates[0])}\nAction:")
+    assert text.startswith(obs[0][: -len("Action:")])
+
+
+def grads_after(agent, loss_fn):
+    agent.zero_grad(set_to_none=True)
+    observations, candidates = states(n=3)
+    loss_fn(agent(agent.encode(observations, candidates))).backward()
+    lora = [p for n, p in agent.named_parameters() if "lora_" in n]
+    head = list(agent.critic.parameters())
+    base = [p for n, p in agent.llm.named_parameters() if "lora_" not in n]
+    assert lora and head and base
+    moved = lambda ps: any(p.grad is not None and p.grad.abs().sum() > 0 for p in ps)  # noqa: E731
+    return moved(lora), moved(head), all(p.grad is None for p in base), all(not p.requires_grad for p in base)
+
+
+def policy_loss(out):
+    return -(out.log_pi.masked_fill(~out.mask, 0) * out.probs.detach()).sum()
+
+
+def critic_loss(out):
+    return (out.q**2).sum()
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("critic", ["action", "observation"])
+def test_gradients_reach_lora_and_head_and_never_the_frozen_base(model, critic):
+    agent = make_agent(model, critic=critic)
+    lora, head, base_untouched, base_frozen = grads_after(agent, policy_loss)
+    assert lora and not head and base_untouched and base_frozen
+    lora, head, base_untouched, _ = grads_after(agent, critic_loss)
+    assert lora and head and base_untouched
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_detached_critic_trains_only_its_head(model):
+    agent = make_agent(model, critic_detach=True)
+    lora, head, base_untouched, _ = grads_after(agent, critic_loss)
+    assert head and not lora and base_untouched
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_trainable_state_round_trips_exactly(model):
+    source, target = make_agent(model), make_agent(model)
+    with torch.no_grad():
+        for p in source.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p))
+    state = source.trainable_state_dict()
+    assert any("lora_" in k for k in state) and any(k.startswith("critic.") for k in state)
+    assert all(v.device.type == "cpu" for v in state.values())
+    target.load_trainable_state_dict(state)
+    assert all(torch.equal(state[k], v) for k, v in target.trainable_state_dict().items())
+    observations, candidates = states(n=2)
+    batch = source.encode(observations, candidates)
+    assert torch.equal(source(batch).log_pi, target(batch).log_pi)
+    small = sum(v.numel() for v in state.values())
+    assert small < sum(p.numel() for p in source.parameters())
+
+
+def test_loading_a_trainable_state_of_another_shape_fails_clearly_and_changes_nothing():
+    agent = make_agent("tiny-causal")
+    before = agent.trainable_state_dict()
+    other = make_agent("tiny-causal", critic="observation").trainable_state_dict()
+    with torch.no_grad():
+        for v in other.values():
+            v.add_(1.0)
+    with pytest.raises(ValueError, match="does not fit this agent.*shape"):
+        agent.load_trainable_state_dict(other)
+    assert all(torch.equal(before[k], v) for k, v in agent.trainable_state_dict().items())
+    with pytest.raises(ValueError, match="does not fit this agent.*missing"):
+        agent.load_trainable_state_dict(make_agent("tiny-causal", critic="none").trainable_state_dict())
+
+
+def test_full_finetuning_without_lora_trains_every_weight():
+    agent = make_agent("tiny-causal", lora_r=0)
+    assert all(p.requires_grad for p in agent.parameters())
+    assert set(agent.trainable_state_dict()) == {n for n, _ in agent.named_parameters()}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_4bit_base_scores_close_to_fp32_and_trains_lora(model):
+    agent = make_agent(model, load_in_4bit=True)
+    assert any(type(m).__name__ == "Linear4bit" for m in agent.modules())
+    observations, candidates = states(n=2)
+    out = agent(agent.encode(observations, candidates))
+    torch.testing.assert_close(out.probs.sum(-1), torch.ones(2))
+    lora, head, base_untouched, _ = grads_after(agent, critic_loss)
+    assert lora and head and base_untouched
+
+
+def test_unknown_model_lists_the_available_ones():
+    with pytest.raises(ModelNotFoundError, match="smollm2-135m.*tiny-causal"):
+        load_language_model("/no/such/model-dir")
+
+
+def test_4bit_without_lora_is_rejected():
+    with pytest.raises(ValueError, match="needs LoRA"):
+        AgentConfig(load_in_4bit=True, lora_r=0)

@@ -1,0 +1,45 @@
+"""The embedded SmolLM2-135M-Instruct: converted once from the wheel's GGUF, then scoring a real
+Playground-Text prompt. Slow (about 30 s on the first conversion, a few seconds after)."""
+
+import pytest
+import torch
+
+from sacglam.config import AgentConfig
+from sacglam.envs import PlaygroundText
+from sacglam.models import GLAMAgent, load_language_model
+from sacglam.models.loading import embedded_model_dir
+from sacglam.models.scoring import naive_score_causal
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    return load_language_model("smollm2-135m")
+
+
+def test_embedded_model_is_smollm2_135m_converted_to_a_cached_fp32_directory(smollm):
+    assert (embedded_model_dir("smollm2-135m") / "config.json").exists()
+    assert smollm.kind == "causal" and smollm.model.config.num_hidden_layers == 30
+    assert smollm.model.config.vocab_size == 49152
+    assert smollm.model.dtype == torch.float32
+    assert 130e6 < sum(p.numel() for p in smollm.model.parameters()) < 140e6
+
+
+def test_embedded_model_scores_a_real_prompt_and_shared_prefix_matches_naive(smollm):
+    env = PlaygroundText(n_objects=3, goals="simple-train", max_steps=8)
+    obs, info = env.reset(seed=0, options={"goal": "Grasp red cat", "scene": ["red cat", "blue water", "green door"]})
+    agent = GLAMAgent(AgentConfig(model="smollm2-135m", critic_width=64, prompt_template="candidates"), language_model=smollm)
+    batch = agent.encode([obs], [info["candidates"]])
+    with torch.no_grad():
+        out = agent(batch)
+        fast = agent.candidate_scores(batch)
+        slow = naive_score_causal(
+            agent.base_model, agent.tokenizer, agent.prompts([obs], [info["candidates"]]), [info["candidates"]], agent._candidate_tokens
+        )
+    torch.testing.assert_close(out.probs.sum(-1), torch.ones(1))
+    torch.testing.assert_close(fast.log_likelihood, slow.log_likelihood, atol=2e-4, rtol=0)
+    # A language prior: the pre-trained model finds the multi-token actions far likelier than a
+    # random-initialised model would (about -10 per token for a 49k vocabulary).
+    lengths = batch.index.lengths.float()
+    assert (fast.log_likelihood / lengths).max() > -6
