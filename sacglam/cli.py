@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,28 +22,49 @@ from sacglam.policies import RandomPolicy
 from sacglam.types import Policy
 
 
-def make_policy(name: str, seed: int) -> Policy:
+def make_policy(name: str, cfg: EvalConfig) -> Policy:
     if name == "expert":
         return ExpertPolicy()
     if name == "random":
-        return RandomPolicy(seed)
-    raise ValueError(f"unknown policy {name!r}; choose 'expert' or 'random'")
+        return RandomPolicy(cfg.seed)
+    if name in ("llm-sampled", "llm-greedy"):
+        import transformers
+
+        from sacglam.models import GLAMAgent  # torch + transformers: only when an LLM is asked for
+        from sacglam.models.policy import LLMPolicy
+
+        transformers.utils.logging.disable_progress_bar()  # keep the evaluation's own bar readable
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+
+        global _AGENT
+        if _AGENT is None or _AGENT.config != cfg.agent:
+            _AGENT = GLAMAgent(cfg.agent).eval()
+        return LLMPolicy(_AGENT, greedy=name == "llm-greedy", seed=cfg.seed)
+    raise ValueError(f"unknown policy {name!r}; choose expert, random, llm-sampled or llm-greedy")
+
+
+_AGENT = None  # one LLM agent per process, shared by the llm-* policies
+
+
+def policy_label(name: str, cfg: EvalConfig) -> str:
+    """`llm-sampled` -> `smollm2-135m-sampled` (the model's name in tables)."""
+    return name.replace("llm", cfg.agent.model, 1) if name.startswith("llm-") else name
 
 
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     """Evaluate each policy on each variant's train and held-out test goals; print and return the
     success table (and write it as JSON when `cfg.output` is set)."""
     rows: dict[str, dict[str, dict[str, float]]] = {}
-    report: dict[str, Any] = {"config": {k: str(v) for k, v in vars(cfg).items()}, "results": []}
+    report: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "results": []}
     for variant in cfg.variants:
         train_env = EnvConfig.variant(variant)
         for env_cfg in (train_env, train_env.held_out):
             specs = episode_specs(env_cfg.goals, cfg.episodes, cfg.seed)
             for name in cfg.policies:
-                label = f"{variant} / {env_cfg.goals} / {name}"
+                label = f"{variant} / {env_cfg.goals} / {policy_label(name, cfg)}"
                 start = time.perf_counter()
                 results = run_episodes(
-                    make_policy(name, cfg.seed), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
+                    make_policy(name, cfg), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
                 )
                 seconds = time.perf_counter() - start
                 rows[label] = success_by_goal_type(results, env_cfg.goals)

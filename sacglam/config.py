@@ -61,35 +61,6 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class EvalConfig:
-    """Evaluate reference policies on Playground-Text: success rate per goal type, on the train
-    goals and on the held-out test goals."""
-
-    variants: tuple[Variant, ...] = ("simple", "full")
-    """Environment variants to evaluate on."""
-    policies: tuple[Literal["expert", "random"], ...] = ("expert", "random")
-    """Policies to evaluate."""
-    episodes: int = 400
-    """Episodes per policy, variant and goal set, split equally over the goal types."""
-    num_envs: int = 32
-    """Environments stepped together (policies act on a batch of states)."""
-    seed: int = 0
-    """Seed of the episodes (goals and scenes) and of the random policy."""
-    output: Path | None = Path("runs/evaluation.json")
-    """Where to write the results as JSON (none when omitted)."""
-    progress: bool = True
-    """Show a progress bar."""
-
-    def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
-        if not self.variants or not self.policies:
-            raise ValueError("give at least one variant and one policy")
-
-
-@dataclass(frozen=True)
 class AgentConfig:
     """The LLM agent: GLAM action scoring (paper eq. 1-2) and a Q-critic on the same LLM."""
 
@@ -135,3 +106,35 @@ class AgentConfig:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Evaluate policies on Playground-Text (the scripted expert, uniform-random, the LLM agent
+    zero-shot): success rate per goal type, on the train goals and on the held-out test goals."""
+
+    variants: tuple[Variant, ...] = ("simple", "full")
+    """Environment variants to evaluate on."""
+    policies: tuple[Literal["expert", "random", "llm-sampled", "llm-greedy"], ...] = ("expert", "random")
+    """Policies to evaluate: the scripted expert, uniform-random, and the LLM agent (`--agent.*`)
+    sampling from its policy or taking its most probable action."""
+    episodes: int = 400
+    """Episodes per policy, variant and goal set, split equally over the goal types."""
+    num_envs: int = 32
+    """Environments stepped together (policies act on a batch of states)."""
+    seed: int = 0
+    """Seed of the episodes (goals and scenes) and of the random policy."""
+    output: Path | None = Path("runs/evaluation.json")
+    """Where to write the results as JSON (none when omitted)."""
+    progress: bool = True
+    """Show a progress bar."""
+    agent: AgentConfig = AgentConfig(critic="none")
+    """The LLM agent of the llm-* policies (zero-shot: no critic needed)."""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
+        if not self.variants or not self.policies:
+            raise ValueError("give at least one variant and one policy")

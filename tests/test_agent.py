@@ -179,3 +179,17 @@ def test_unknown_model_lists_the_available_ones():
 def test_4bit_without_lora_is_rejected():
     with pytest.raises(ValueError, match="needs LoRA"):
         AgentConfig(load_in_4bit=True, lora_r=0)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_local_model_directory_loads_like_a_built_in_one(model, tmp_path):
+    built_in = load_language_model(model)
+    built_in.model.save_pretrained(tmp_path)
+    built_in.tokenizer.save_pretrained(tmp_path)
+    local = load_language_model(str(tmp_path))
+    assert local.kind == built_in.kind
+    observations, candidates = states(n=2)
+    a = GLAMAgent(AgentConfig(model=model, critic="none"), language_model=built_in)
+    b = GLAMAgent(AgentConfig(model=str(tmp_path), critic="none"), language_model=local)
+    batch = a.encode(observations, candidates)
+    assert torch.equal(a(batch).log_pi, b(batch).log_pi)
