@@ -1,0 +1,126 @@
+"""Discrete Soft Actor-Critic losses for a policy over variable candidate sets, as pure functions.
+
+Discrete SAC (Christodoulou, 2019) as adapted by SAC-GLAM (paper section 2): the expectations over
+actions are exact sums over each state's candidates, weighted by pi. States have different numbers
+of candidates, so every (B, C) tensor comes with a (B, C) bool `mask`; padding slots never
+contribute (they are selected out with `torch.where`, never multiplied by 0, so a -inf log-prob
+cannot turn into NaN).
+
+Nothing here steps an optimizer, logs, or touches the models: the learner calls these functions
+with the agent's outputs and owns the optimizers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class SACLosses(NamedTuple):
+    critic: torch.Tensor  # scalar
+    policy: torch.Tensor  # scalar
+    alpha: torch.Tensor  # scalar
+    entropy: torch.Tensor  # scalar: mean policy entropy over the batch (nats), detached
+    q_target: torch.Tensor  # (B,): the regression target y, detached
+
+
+def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum over candidates (last dim), ignoring padding even where `values` is inf or NaN."""
+    return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(-1)
+
+
+def soft_state_value(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float) -> torch.Tensor:
+    """V(s) = sum_a pi(a|s) [Q(s, a) - alpha log pi(a|s)] over each state's candidates. -> (B,)"""
+    return _masked_sum(log_pi.exp() * (q - alpha * log_pi), mask)
+
+
+@torch.no_grad()
+def n_step_target(
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    terminal: torch.Tensor,
+    next_log_pi: torch.Tensor,
+    next_q_target: torch.Tensor,
+    next_mask: torch.Tensor,
+    alpha: torch.Tensor | float,
+) -> torch.Tensor:
+    """The paper's eq. 3: y = sum_{i<k} gamma^i r_{t+i} + gamma^k (1 - terminal) V_target(s_{t+k}).
+
+    Args:
+        reward: (B,) the discounted reward sum over the k <= n steps taken.
+        discount: (B,) gamma^k.
+        terminal: (B,) bool, the episode terminated within those k steps (no bootstrap). A
+            truncation is not terminal: it bootstraps from the state it stopped in.
+        next_log_pi: (B, C') log pi(.|s_{t+k}) from the current policy.
+        next_q_target: (B, C') Q_target(s_{t+k}, .); with twin critics, the element-wise minimum.
+        next_mask: (B, C') candidates of s_{t+k}.
+        alpha: the entropy coefficient.
+    Returns (B,), without gradient.
+    """
+    value = soft_state_value(next_log_pi, next_q_target, next_mask, alpha)
+    return reward + discount * torch.where(terminal, torch.zeros_like(value), value)
+
+
+def critic_loss(q_taken: torch.Tensor, q_target: torch.Tensor) -> torch.Tensor:
+    """Mean squared TD error, halved: 0.5 E[(Q(s, a) - y)^2]. `q_taken` is (B,) or (n_critics, B)
+    (twin critics: the losses add up)."""
+    error = q_taken - q_target.detach()
+    return 0.5 * error.pow(2).mean(-1).sum()
+
+
+def policy_loss(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float) -> torch.Tensor:
+    """E_s[ sum_a pi(a|s) (alpha log pi(a|s) - Q(s, a)) ]: the critic is held fixed (Q detached),
+    so this loss moves only the policy."""
+    return _masked_sum(log_pi.exp() * (alpha * log_pi - q.detach()), mask).mean()
+
+
+def entropy(log_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """H(pi(.|s)) in nats. (B, C) -> (B,)"""
+    return -_masked_sum(log_pi.exp() * log_pi, mask)
+
+
+def alpha_loss(log_alpha: torch.Tensor, log_pi: torch.Tensor, mask: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """Automatic entropy tuning: log_alpha * (H(pi) - target) averaged over states. Its gradient
+    lowers alpha when the policy's entropy is above the target and raises it below; only
+    `log_alpha` receives a gradient (the policy is detached)."""
+    return (log_alpha * (entropy(log_pi.detach(), mask) - target_entropy)).mean()
+
+
+def sac_losses(
+    *,
+    log_pi: torch.Tensor,
+    q_taken: torch.Tensor,
+    q_all: torch.Tensor,
+    mask: torch.Tensor,
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    terminal: torch.Tensor,
+    next_log_pi: torch.Tensor,
+    next_q_target: torch.Tensor,
+    next_mask: torch.Tensor,
+    log_alpha: torch.Tensor,
+    target_entropy: float,
+) -> SACLosses:
+    """All three losses for one batch.
+
+    Shapes: log_pi, q_all, mask (B, C) at s_t; q_taken (B,) or (n_critics, B) = Q(s_t, a_t);
+    next_* (B, C') at s_{t+k}; reward, discount, terminal (B,); log_alpha a scalar parameter.
+    `q_all` is the critic's Q(s_t, .) used by the policy loss (min over twins; detached there).
+    """
+    alpha = log_alpha.detach().exp()
+    y = n_step_target(reward, discount, terminal, next_log_pi.detach(), next_q_target.detach(), next_mask, alpha)
+    return SACLosses(
+        critic=critic_loss(q_taken, y),
+        policy=policy_loss(log_pi, q_all, mask, alpha),
+        alpha=alpha_loss(log_alpha, log_pi, mask, target_entropy),
+        entropy=entropy(log_pi.detach(), mask).mean(),
+        q_target=y,
+    )
+
+
+@torch.no_grad()
+def polyak_update(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    """target <- tau * online + (1 - tau) * target, parameter by parameter (same structure)."""
+    for t, o in zip(target.parameters(), online.parameters(), strict=True):
+        t.lerp_(o, tau)
