@@ -56,3 +56,68 @@ class AgentOutput:
     def probs(self) -> torch.Tensor:
         """(B, C): pi(a|s), 0 at padding."""
         return self.log_pi.exp()
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode, the unit the rollout side produces and the replay side stores.
+
+    Observations are kept as goal-free state texts (the four state lines and `Action:`), so the
+    same states serve the episode's own goal and every relabeled goal: the prompt for goal g is
+    `sacglam.envs.observation.with_goal(state, g)`. T = number of steps.
+    """
+
+    goal: str
+    scene: tuple[str, ...]  # the objects, in scene order (replays the episode with env.reset options)
+    states: tuple[str, ...]  # T+1 state texts s_0..s_T (s_T: where the episode ended)
+    candidates: tuple[tuple[str, ...], ...]  # T+1 candidate lists
+    actions: tuple[int, ...]  # T indices into candidates[t]
+    rewards: tuple[float, ...]  # T environment rewards
+    terminated: bool  # the last step achieved the goal (no bootstrap beyond it)
+    truncated: bool  # the episode hit max_steps (bootstrap from s_T)
+    achieved_goals: tuple[tuple[str, ...], ...]  # T social-partner lists, one per step
+
+    def __post_init__(self) -> None:
+        T = len(self.actions)
+        if not (len(self.states) == len(self.candidates) == T + 1 and len(self.rewards) == len(self.achieved_goals) == T):
+            raise ValueError(
+                f"inconsistent episode: {len(self.states)} states, {len(self.candidates)} candidate lists, "
+                f"{T} actions, {len(self.rewards)} rewards, {len(self.achieved_goals)} partner lists "
+                "(expected T+1, T+1, T, T, T)"
+            )
+        if T == 0 or self.terminated == self.truncated:
+            raise ValueError("an episode has at least one step and ends either terminated or truncated")
+
+    @property
+    def length(self) -> int:
+        return len(self.actions)
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """A hindsight goal for the first `length` steps of an episode: reward 1 at step length-1,
+    which terminates the relabeled episode (HER with the social partner's goals)."""
+
+    goal: str
+    length: int  # k + 1 for a goal reported at step k
+
+
+@dataclass(frozen=True)
+class TransitionBatch:
+    """B sampled transitions with n-step targets (n-step quantities derived at sample time).
+
+    `reward` is the discounted sum over the k <= n steps taken, `discount` is gamma^k, and
+    `terminal` says the episode terminated within them (then the target does not bootstrap; a
+    truncation bootstraps from `next_observations`).
+    """
+
+    observations: list[str]  # B prompts (goal line + state) at s_t
+    candidates: list[list[str]]
+    actions: torch.Tensor  # (B,) long: index of a_t among candidates
+    reward: torch.Tensor  # (B,) float32
+    discount: torch.Tensor  # (B,) float32
+    terminal: torch.Tensor  # (B,) bool
+    next_observations: list[str]  # B prompts at s_{t+k}
+    next_candidates: list[list[str]]
+    relabeled: torch.Tensor  # (B,) bool: the transition comes from a hindsight relabel
+    goals: list[str]  # B goals the transitions are conditioned on

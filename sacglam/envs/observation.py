@@ -42,3 +42,19 @@ def parse_observation(text: str) -> ParsedObservation:
         holding=None if holding == _NOTHING else holding,
         grown=_split_list(grown),
     )
+
+
+GOAL_PREFIX = _PREFIXES[0]
+
+
+def split_goal(observation: str) -> tuple[str, str]:
+    """`"Goal: g\n<state>"` -> `(g, "<state>")`: the goal and the goal-free state text."""
+    head, sep, state = observation.partition("\n")
+    if not head.startswith(GOAL_PREFIX) or not sep:
+        raise ValueError(f"not a Playground-Text observation (no 'Goal:' line first): {observation!r}")
+    return head[len(GOAL_PREFIX):], state
+
+
+def with_goal(state: str, goal: str) -> str:
+    """The observation of a goal-free state text under `goal` (inverse of `split_goal`)."""
+    return f"{GOAL_PREFIX}{goal}\n{state}"

@@ -1,0 +1,75 @@
+"""Turning a vector environment's step stream into finished `Episode`s (rollout side)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sacglam.envs.observation import split_goal
+from sacglam.types import Episode
+
+
+class _Open:
+    """The episode an environment slot is in the middle of."""
+
+    def __init__(self, observation: str, candidates: Sequence[str], scene: Sequence[str]):
+        self.goal, state = split_goal(observation)
+        self.scene = tuple(scene)
+        self.states, self.candidates = [state], [tuple(candidates)]
+        self.actions: list[int] = []
+        self.rewards: list[float] = []
+        self.achieved: list[tuple[str, ...]] = []
+
+
+class EpisodeRecorder:
+    """Feed it what `PlaygroundTextVector.reset` / `step` return (same-step auto-reset); it returns
+    the episodes that finished at each step."""
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+        self._open: list[_Open | None] = [None] * num_envs
+
+    def start(self, observations: Sequence[str], infos: dict[str, Any]) -> None:
+        """After `reset`: every slot starts a new episode."""
+        self._open = [
+            _Open(o, c, s) for o, c, s in zip(observations, infos["candidates"], infos["scene"], strict=True)
+        ]
+
+    def record(
+        self,
+        actions: Sequence[str],
+        observations: Sequence[str],
+        rewards: Sequence[float],
+        terminated: Sequence[bool],
+        truncated: Sequence[bool],
+        infos: dict[str, Any],
+    ) -> list[Episode]:
+        """After `step(actions)`: append the step to every slot; return the episodes that ended."""
+        finished = []
+        for i in range(self.num_envs):
+            episode = self._open[i]
+            if episode is None:
+                raise RuntimeError("EpisodeRecorder.record() before start(): pass it the reset's outputs first")
+            episode.actions.append(episode.candidates[-1].index(actions[i]))
+            episode.rewards.append(float(rewards[i]))
+            episode.achieved.append(tuple(infos["achieved_goals"][i]))
+            done = bool(terminated[i] or truncated[i])
+            last_obs = infos["final_obs"][i] if done else observations[i]
+            last_candidates = infos["final_info"][i]["candidates"] if done else infos["candidates"][i]
+            episode.states.append(split_goal(last_obs)[1])
+            episode.candidates.append(tuple(last_candidates))
+            if done:
+                finished.append(
+                    Episode(
+                        goal=episode.goal,
+                        scene=episode.scene,
+                        states=tuple(episode.states),
+                        candidates=tuple(episode.candidates),
+                        actions=tuple(episode.actions),
+                        rewards=tuple(episode.rewards),
+                        terminated=bool(terminated[i]),
+                        truncated=bool(truncated[i]),
+                        achieved_goals=tuple(episode.achieved),
+                    )
+                )
+                self._open[i] = _Open(observations[i], infos["candidates"][i], infos["scene"][i])
+        return finished
