@@ -109,6 +109,72 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class SACConfig:
+    """SAC-GLAM's learner and replay settings. Defaults: the paper's table 2 (SAC-GLAM); use
+    `SACConfig.with_her()` for table 3's entropy settings."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+    n_step: int = 3
+    """Steps summed before bootstrapping (paper eq. 3)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    update_every: int = 32
+    """Environment steps between two updates."""
+    gradient_steps: int = 2
+    """Gradient steps (batches) per update."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the LLM's trainable weights (LoRA)."""
+    critic_lr: float = 1e-4
+    """Adam learning rate of the critic head."""
+    alpha_lr: float = 2e-3
+    """Adam learning rate of log(alpha), the entropy coefficient."""
+    alpha_init: float = 0.005
+    """Initial entropy coefficient (0.05 with HER in the paper)."""
+    target_entropy: float = 0.0
+    """Entropy target in nats (0.01 with HER in the paper)."""
+    tau: float = 0.01
+    """Polyak rate of the target critic (the paper does not give it)."""
+    critic_warmup_updates: int = 0
+    """Gradient steps at the start that train the critic only (no policy or alpha update)."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm of each step (None: no clipping)."""
+    her: bool = False
+    """Relabel episodes with the social partner's goals."""
+    her_max_goals: int | None = None
+    """At most this many relabels per episode (None: every reported goal)."""
+    sampling: Literal["uniform", "ratio", "prior"] = "uniform"
+    """Batch sampling: `ratio` puts `relabeled_fraction` relabeled transitions in every batch."""
+    relabeled_fraction: float = 0.5
+    """Share of relabeled transitions per batch in `ratio` mode."""
+    buffer_capacity: int = 100_000
+    """Replay capacity in transitions (environment and relabeled)."""
+    random_steps: int = 0
+    """Environment steps with uniform-random actions before learning starts."""
+
+    def __post_init__(self) -> None:
+        checks = [
+            (0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma}"),
+            (self.n_step >= 1, f"n_step must be >= 1, got {self.n_step}"),
+            (self.batch_size >= 1 and self.update_every >= 1 and self.gradient_steps >= 1,
+             "batch_size, update_every and gradient_steps must be >= 1"),
+            (self.alpha_init > 0, f"alpha_init must be > 0, got {self.alpha_init}"),
+            (0.0 < self.tau <= 1.0, f"tau must be in (0, 1], got {self.tau}"),
+            (0.0 <= self.relabeled_fraction <= 1.0, f"relabeled_fraction must be in [0, 1], got {self.relabeled_fraction}"),
+            (self.sampling == "uniform" or self.her, f"sampling={self.sampling!r} needs her=True (it balances relabeled transitions)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @classmethod
+    def with_her(cls, **overrides) -> SACConfig:
+        """SAC-GLAM+HER (paper table 3): HER, 50/50 batches, alpha 0.05, target entropy 0.01."""
+        values = dict(her=True, sampling="ratio", alpha_init=0.05, target_entropy=0.01) | overrides
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Evaluate policies on Playground-Text (the scripted expert, uniform-random, the LLM agent
     zero-shot): success rate per goal type, on the train goals and on the held-out test goals."""

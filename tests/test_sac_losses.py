@@ -206,3 +206,20 @@ def test_polyak_update_interpolates_parameters():
         torch.testing.assert_close(t, 0.75 * b + 0.25 * o)
     polyak_update(target, online, 1.0)
     assert all(torch.equal(t, o) for t, o in zip(target.parameters(), online.parameters()))
+
+
+def test_gradients_stay_finite_with_padded_candidates():
+    logits = torch.randn(2, 3, requires_grad=True)
+    q = torch.randn(2, 3, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    log_pi = logits.masked_fill(~mask, float("-inf")).log_softmax(-1)
+    log_alpha = torch.tensor(-2.0, requires_grad=True)
+    losses = sac_losses(
+        log_pi=log_pi, q_taken=q[:, 0], q_all=q, mask=mask, reward=torch.zeros(2), discount=torch.ones(2),
+        terminal=torch.tensor([False, False]), next_log_pi=log_pi.detach(), next_q_target=q.detach(), next_mask=mask,
+        log_alpha=log_alpha, target_entropy=0.0,
+    )
+    (losses.critic + losses.policy + losses.alpha).backward()
+    for grad in (logits.grad, q.grad, log_alpha.grad):
+        assert torch.isfinite(grad).all()
+    assert (logits.grad[~mask] == 0).all()

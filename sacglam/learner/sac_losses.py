@@ -26,12 +26,19 @@ class SACLosses(NamedTuple):
 
 
 def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum over candidates (last dim), ignoring padding even where `values` is inf or NaN."""
+    """Sum over candidates (last dim), ignoring padding."""
     return torch.where(mask, values, torch.zeros((), dtype=values.dtype, device=values.device)).sum(-1)
+
+
+def _clean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Padding set to 0 before any arithmetic. Selecting it out afterwards is not enough: the
+    backward of pi * log pi at log pi = -inf is 0 * inf = NaN, even behind a `where`."""
+    return values.masked_fill(~mask, 0.0)
 
 
 def soft_state_value(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float) -> torch.Tensor:
     """V(s) = sum_a pi(a|s) [Q(s, a) - alpha log pi(a|s)] over each state's candidates. -> (B,)"""
+    log_pi, q = _clean(log_pi, mask), _clean(q, mask)
     return _masked_sum(log_pi.exp() * (q - alpha * log_pi), mask)
 
 
@@ -72,11 +79,13 @@ def critic_loss(q_taken: torch.Tensor, q_target: torch.Tensor) -> torch.Tensor:
 def policy_loss(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float) -> torch.Tensor:
     """E_s[ sum_a pi(a|s) (alpha log pi(a|s) - Q(s, a)) ]: the critic is held fixed (Q detached),
     so this loss moves only the policy."""
-    return _masked_sum(log_pi.exp() * (alpha * log_pi - q.detach()), mask).mean()
+    log_pi, q = _clean(log_pi, mask), _clean(q.detach(), mask)
+    return _masked_sum(log_pi.exp() * (alpha * log_pi - q), mask).mean()
 
 
 def entropy(log_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """H(pi(.|s)) in nats. (B, C) -> (B,)"""
+    log_pi = _clean(log_pi, mask)
     return -_masked_sum(log_pi.exp() * log_pi, mask)
 
 

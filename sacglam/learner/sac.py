@@ -1,0 +1,177 @@
+"""The SAC-GLAM learner: one gradient step on a batch of n-step transitions (plain class, no Ray).
+
+Per step (paper sections 2.1-2.2):
+1. forward the current states with gradients: log pi(.|s_t) and Q(s_t, .);
+2. forward the n-step next states without gradients, with the online weights (log pi(.|s_{t+k}))
+   and with the target critic's weights (Q_target(s_{t+k}, .));
+3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
+   warm-up;
+4. one backward of critic + policy loss (the policy loss holds Q fixed), global-norm clipping,
+   Adam steps, then Polyak averaging of the target critic.
+
+The target critic is a copy of every trainable weight on the critic's path (LoRA + head, or every
+LLM weight when lora_r = 0), swapped into the agent for the next-state forward (no second model in
+memory). A non-finite loss or gradient raises before any optimizer step: weights, optimizer state
+and the target stay untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+from sacglam.config import SACConfig
+from sacglam.learner.sac_losses import sac_losses
+from sacglam.models.agent import GLAMAgent
+from sacglam.types import TransitionBatch
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss or gradient was NaN or infinite; the update was not applied."""
+
+
+@contextmanager
+def swapped_parameters(module: torch.nn.Module, values: dict[str, torch.Tensor]) -> Iterator[None]:
+    """Temporarily point the named parameters' data at `values` (no copy), then restore them."""
+    live = {name: p for name, p in module.named_parameters() if name in values}
+    saved = {name: p.data for name, p in live.items()}
+    try:
+        for name, p in live.items():
+            p.data = values[name]
+        yield
+    finally:
+        for name, p in live.items():
+            p.data = saved[name]
+
+
+class SACLearner:
+    """Owns the agent's optimizers, the entropy coefficient and the target critic."""
+
+    def __init__(self, agent: GLAMAgent, config: SACConfig):
+        if agent.critic is None:
+            raise ValueError("SAC needs an agent with a critic: AgentConfig(critic='action' or 'observation')")
+        self.agent, self.config = agent, config
+        device = agent.device
+        critic_params = [p for p in agent.critic.parameters()]
+        critic_ids = {id(p) for p in critic_params}
+        llm_params = [p for p in agent.parameters() if p.requires_grad and id(p) not in critic_ids]
+        self.optimizer = torch.optim.Adam(
+            [{"params": llm_params, "lr": config.actor_lr}, {"params": critic_params, "lr": config.critic_lr}]
+        )
+        self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
+        self.updates = 0  # gradient steps applied
+
+    @property
+    def alpha(self) -> float:
+        return float(self.log_alpha.exp())
+
+    @property
+    def warming_up(self) -> bool:
+        return self.updates < self.config.critic_warmup_updates
+
+    def update(self, batch: TransitionBatch) -> dict[str, float]:
+        """One gradient step. Returns the step's metrics (losses, alpha, entropy, Q statistics)."""
+        agent, cfg = self.agent, self.config
+        device = agent.device
+        current = agent.encode(batch.observations, batch.candidates)
+        following = agent.encode(batch.next_observations, batch.next_candidates)
+        with torch.no_grad():
+            next_out = agent(following, with_critic=False)
+            with swapped_parameters(agent, self.target):
+                next_q_target = agent(following).q
+        out = agent(current)
+        actions = batch.actions.to(device)
+        q_taken = out.q.gather(1, actions[:, None]).squeeze(1)
+        losses = sac_losses(
+            log_pi=out.log_pi,
+            q_taken=q_taken,
+            q_all=out.q,
+            mask=out.mask,
+            reward=batch.reward.to(device),
+            discount=batch.discount.to(device),
+            terminal=batch.terminal.to(device),
+            next_log_pi=next_out.log_pi,
+            next_q_target=next_q_target,
+            next_mask=next_out.mask,
+            log_alpha=self.log_alpha,
+            target_entropy=cfg.target_entropy,
+        )
+        warming_up = self.warming_up
+        loss = losses.critic if warming_up else losses.critic + losses.policy
+        self._check_finite({"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha})
+        self.optimizer.zero_grad(set_to_none=True)
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if not warming_up:
+            losses.alpha.backward()
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm or float("inf"))
+        alpha_grad = self.log_alpha.grad
+        if not torch.isfinite(grad_norm) or (alpha_grad is not None and not torch.isfinite(alpha_grad)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteLossError(f"non-finite gradient (norm {float(grad_norm)}); the update was not applied")
+        self.optimizer.step()
+        if not warming_up:
+            self.alpha_optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)  # free the gradients between updates
+        self.alpha_optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for name, p in agent.named_parameters():
+                if name in self.target:
+                    self.target[name].lerp_(p.detach(), cfg.tau)
+        self.updates += 1
+        valid_q = out.q.detach()[out.mask]
+        return {
+            "loss/critic": losses.critic.item(),
+            "loss/policy": losses.policy.item(),
+            "loss/alpha": losses.alpha.item(),
+            "alpha": self.alpha,
+            "entropy": float(losses.entropy),
+            "q/mean": float(valid_q.mean()),
+            "q/taken": float(q_taken.detach().mean()),
+            "q/target": float(losses.q_target.mean()),
+            "grad_norm": float(grad_norm),
+            "batch/relabeled_fraction": float(batch.relabeled.float().mean()),
+            "warmup": float(warming_up),
+        }
+
+    @staticmethod
+    def _check_finite(losses: dict[str, torch.Tensor]) -> None:
+        bad = [name for name, value in losses.items() if not torch.isfinite(value)]
+        if bad:
+            raise NonFiniteLossError(
+                f"non-finite {', '.join(bad)} loss ({', '.join(f'{n}={float(losses[n])}' for n in bad)}); "
+                "the update was not applied (check rewards, learning rates and the entropy coefficient)"
+            )
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs from the learner (the agent's trainable state included)."""
+        return copy.deepcopy(  # copies, never views of the live tensors (`.cpu()` of a CPU tensor is itself)
+            {
+                "agent": self.agent.trainable_state_dict(),
+                "target": {k: v.detach().cpu() for k, v in self.target.items()},
+                "optimizer": self.optimizer.state_dict(),
+                "log_alpha": self.log_alpha.detach().cpu(),
+                "alpha_optimizer": self.alpha_optimizer.state_dict(),
+                "updates": self.updates,
+            }
+        )
+
+    def load_state_dict(self, state: dict) -> None:
+        self.agent.load_trainable_state_dict(state["agent"])
+        device = self.agent.device
+        self.target = {k: v.to(device, copy=True) for k, v in state["target"].items()}
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"].to(device))
+        self.alpha_optimizer.load_state_dict(copy.deepcopy(state["alpha_optimizer"]))
+        self.updates = state["updates"]

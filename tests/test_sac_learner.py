@@ -1,0 +1,114 @@
+"""The SAC-GLAM learner on a tiny model: what an update changes, the warm-up, the NaN guard, the
+target critic, and checkpoints."""
+
+import copy
+import random
+
+import pytest
+import torch
+
+from sacglam.config import AgentConfig, SACConfig
+from sacglam.envs import PlaygroundTextVector
+from sacglam.learner.sac import NonFiniteLossError, SACLearner
+from sacglam.models import GLAMAgent
+from sacglam.replay_actor.buffer import ReplayBuffer
+from sacglam.rollout_workers.recorder import EpisodeRecorder
+
+
+@pytest.fixture(scope="module")
+def buffer():
+    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
+    obs, info = vec.reset(seed=0)
+    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True)
+    recorder.start(obs, info)
+    for _ in range(60):
+        actions = [rng.choice(c) for c in info["candidates"]]
+        obs, r, te, tr, info = vec.step(actions)
+        for episode in recorder.record(actions, obs, r, te, tr, info):
+            buffer.add(episode)
+    return buffer
+
+
+def learner(**sac):
+    torch.manual_seed(0)
+    agent = GLAMAgent(AgentConfig(model="tiny-causal", critic_width=32, **sac.pop("agent", {})))
+    return SACLearner(agent, SACConfig(gamma=0.9, batch_size=16, **sac))
+
+
+def snapshot(l: SACLearner):
+    return {
+        "agent": {k: v.clone() for k, v in l.agent.trainable_state_dict().items()},
+        "target": {k: v.clone() for k, v in l.target.items()},
+        "log_alpha": l.log_alpha.detach().clone(),
+        "optimizer": copy.deepcopy(l.optimizer.state_dict()),
+    }
+
+
+def changed(a, b):
+    return {k for k in a if not torch.equal(a[k], b[k])}
+
+
+def test_update_moves_lora_head_alpha_and_the_target_by_tau(buffer):
+    l = learner(tau=0.5)
+    before = snapshot(l)
+    metrics = l.update(buffer.sample(16, n_step=3, mode="ratio"))
+    after = snapshot(l)
+    moved = changed(before["agent"], after["agent"])
+    assert any("lora_" in k for k in moved) and any(k.startswith("critic.") for k in moved)
+    assert not torch.equal(before["log_alpha"], after["log_alpha"])
+    for name in moved:  # target <- 0.5 target + 0.5 online, from equal starting points
+        torch.testing.assert_close(after["target"][name], 0.5 * before["target"][name] + 0.5 * after["agent"][name])
+    assert l.updates == 1 and metrics["batch/relabeled_fraction"] == 0.5
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+
+
+def test_critic_warmup_trains_the_critic_only(buffer):
+    l = learner(critic_warmup_updates=2, agent={"critic_detach": True})
+    start = snapshot(l)
+    for _ in range(2):
+        assert l.update(buffer.sample(16))["warmup"] == 1.0
+    warm = snapshot(l)
+    moved = changed(start["agent"], warm["agent"])
+    assert moved and all(k.startswith("critic.") for k in moved)  # no policy (LoRA) update
+    assert torch.equal(start["log_alpha"], warm["log_alpha"])
+    assert l.update(buffer.sample(16))["warmup"] == 0.0
+    assert any("lora_" in k for k in changed(warm["agent"], snapshot(l)["agent"]))
+
+
+def test_a_non_finite_loss_raises_and_leaves_everything_untouched(buffer):
+    l = learner()
+    l.update(buffer.sample(16))
+    before = snapshot(l)
+    batch = buffer.sample(16)
+    batch.reward[0] = float("nan")
+    with pytest.raises(NonFiniteLossError, match="critic"):
+        l.update(batch)
+    after = snapshot(l)
+    assert not changed(before["agent"], after["agent"]) and not changed(before["target"], after["target"])
+    assert torch.equal(before["log_alpha"], after["log_alpha"]) and l.updates == 1
+    assert all(p.grad is None for p in l.agent.parameters())
+
+
+def test_repeated_updates_on_one_batch_fit_its_td_targets(buffer):
+    l = learner(tau=1.0)
+    batch = buffer.sample(16, n_step=3)
+    first = l.update(batch)["loss/critic"]
+    for _ in range(40):
+        last = l.update(batch)["loss/critic"]
+    assert last < 0.5 * first
+
+
+def test_learner_state_dict_resumes_identically(buffer):
+    a = learner()
+    for _ in range(3):
+        a.update(buffer.sample(16))
+    b = learner()
+    b.load_state_dict(a.state_dict())
+    batch = buffer.sample(16)
+    assert a.update(batch) == pytest.approx(b.update(batch))
+    assert not changed(a.agent.trainable_state_dict(), b.agent.trainable_state_dict())
+
+
+def test_sac_needs_a_critic():
+    with pytest.raises(ValueError, match="needs an agent with a critic"):
+        SACLearner(GLAMAgent(AgentConfig(model="tiny-causal", critic="none")), SACConfig())
