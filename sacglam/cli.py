@@ -2,6 +2,7 @@
 (tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
 
     sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
+    sacglam train [--algo sac-her] [--total-env-steps 25000] [--agent.model tiny-causal] ...
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import tyro
 
-from sacglam.config import EnvConfig, EvalConfig
+from sacglam.config import EnvConfig, EvalConfig, TrainConfig
 from sacglam.envs.expert import ExpertPolicy
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import RandomPolicy
@@ -88,10 +89,24 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     return report
 
 
+def train(cfg: TrainConfig) -> dict[str, float]:
+    """Train in-process and print the final evaluation."""
+    from sacglam.training.sac_trainer import train_sac
+
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    final = train_sac(cfg)
+    for name, value in sorted(final.items()):
+        print(f"{name:<45} {value:.3f}")
+    print(f"metrics, config and checkpoint in {cfg.output_dir}")
+    return final
+
+
 def main(args: list[str] | None = None) -> None:
-    cfg = tyro.extras.subcommand_cli_from_dict({"evaluate": EvalConfig}, prog="sacglam", args=args)
+    cfg = tyro.extras.subcommand_cli_from_dict({"evaluate": EvalConfig, "train": TrainConfig}, prog="sacglam", args=args)
     if isinstance(cfg, EvalConfig):
         evaluate(cfg)
+    elif isinstance(cfg, TrainConfig):
+        train(cfg)
 
 
 if __name__ == "__main__":

@@ -204,3 +204,46 @@ class EvalConfig:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
         if not self.variants or not self.policies:
             raise ValueError("give at least one variant and one policy")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """In-process training of SAC-GLAM or SAC-GLAM+HER (no Ray)."""
+
+    algo: Literal["sac", "sac-her"] = "sac-her"
+    """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches."""
+    env: EnvConfig = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
+    """The training environment (its held-out goal set is evaluated too)."""
+    agent: AgentConfig = AgentConfig(model="tiny-causal", lora_r=0, critic_width=256)
+    """The LLM agent."""
+    sac: SACConfig = SACConfig.with_her()
+    """SAC settings (default: the paper's SAC-GLAM+HER, table 3; `her` must match `algo`)."""
+    num_envs: int = 32
+    """Environments stepped together."""
+    total_env_steps: int = 25_000
+    """Training budget in environment steps."""
+    eval_every: int = 5_000
+    """Environment steps between evaluations (also at the start and the end)."""
+    eval_episodes: int = 64
+    """Episodes per evaluation and goal set (stratified by goal type)."""
+    log_every: int = 1_024
+    """Environment steps between two training-metric records."""
+    warm_start_steps: int = 0
+    """Language warm-start steps before training (0: none; for random-initialised models)."""
+    seed: int = 0
+    """Seed of the model's head init, the environments, the buffer and the policy's sampling."""
+    output_dir: Path = Path("runs/train")
+    """Where metrics (JSONL, CSV, TensorBoard), the config and the final checkpoint go."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.sac.her != (self.algo == "sac-her"):
+            raise ValueError(
+                f"algo={self.algo!r} but sac.her={self.sac.her}: use algo='sac-her' with sac.her=True, or algo='sac' "
+                "with sac.her=False (and sac.sampling='uniform')"
+            )
+        if self.agent.critic == "none":
+            raise ValueError("SAC needs a critic: set agent.critic to 'action' (the paper's) or 'observation'")
+        if min(self.num_envs, self.total_env_steps, self.eval_every, self.eval_episodes, self.log_every) < 1:
+            raise ValueError("num_envs, total_env_steps, eval_every, eval_episodes and log_every must be >= 1")

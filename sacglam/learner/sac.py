@@ -69,7 +69,7 @@ class SACLearner:
 
     @property
     def alpha(self) -> float:
-        return float(self.log_alpha.exp())
+        return self.log_alpha.detach().exp().item()
 
     @property
     def warming_up(self) -> bool:

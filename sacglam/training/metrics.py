@@ -1,0 +1,54 @@
+"""One place metrics go: a JSONL file (every record), a CSV file (wide, one row per record) and
+TensorBoard event files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tensorboardX import SummaryWriter
+
+
+class MetricsLogger:
+    """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._jsonl = (self.directory / "metrics.jsonl").open("a")
+        self._csv_path = self.directory / "metrics.csv"
+        self._columns: list[str] | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._tensorboard = SummaryWriter(str(self.directory / "tensorboard"))
+
+    def log(self, env_steps: int, values: dict[str, Any]) -> None:
+        record = {"env_steps": env_steps, **values}
+        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.flush()
+        self._rows.append(record)
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                self._tensorboard.add_scalar(name, value, env_steps)
+        self._write_csv()
+
+    def _write_csv(self) -> None:
+        # Columns are the union of every key seen so far; the file is rewritten when a new one appears.
+        columns = list(dict.fromkeys(k for row in self._rows for k in row))
+        if columns != self._columns:
+            self._columns = columns
+            rows = self._rows
+            mode = "w"
+        else:
+            rows, mode = self._rows[-1:], "a"
+        with self._csv_path.open(mode, newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self._columns)
+            if mode == "w":
+                writer.writeheader()
+            writer.writerows(rows)
+
+    def close(self) -> None:
+        self._jsonl.close()
+        self._tensorboard.close()
