@@ -1,3 +1,2 @@
-"""Learners (issues 5-6): SAC-GLAM and PPO-GLAM updates as plain classes, and their Ray actor
-wrappers that broadcast the trainable weights to inference.
-Not built yet: this package only reserves the name inside `sacglam`."""
+"""Learners: discrete SAC losses as pure functions (`sac_losses`) and the SAC-GLAM learner that
+owns the optimizers (`sac`). PPO-GLAM and the Ray learner actors come with issues 5-6."""

@@ -1,3 +1,2 @@
-"""Replay actor (issues 5-6): the episode replay buffer with social-partner hindsight relabeling
-and balanced 50/50 sampling, and its Ray actor wrapper.
-Not built yet: this package only reserves the name inside `sacglam`."""
+"""Replay: hindsight relabeling with the social partner's goals (`her`) and the Arrow episode
+buffer with sample-time n-step targets (`buffer`). The Ray replay actor (issue 6) will wrap them."""

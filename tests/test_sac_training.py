@@ -1,0 +1,49 @@
+"""The in-process SAC trainer: a smoke run that writes every output, and one slow learning run."""
+
+import json
+
+import pytest
+
+from sacglam.config import AgentConfig, EnvConfig, SACConfig, TrainConfig
+from sacglam.training.sac_trainer import train_sac
+
+CPU_SAC = dict(gamma=0.9, actor_lr=1e-3, critic_lr=1e-3, batch_size=128)  # learning notes, section 2
+
+
+def test_a_short_run_writes_metrics_config_and_checkpoint(tmp_path):
+    cfg = TrainConfig(
+        algo="sac-her",
+        agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8, total_env_steps=256, eval_every=128, eval_episodes=4, log_every=64,
+        warm_start_steps=2, output_dir=tmp_path / "run", progress=False,
+    )
+    final = train_sac(cfg)
+    assert 0.0 <= final["eval/simple-train/sampled/all"] <= 1.0
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records if "eval/simple-test/greedy/all" in r] == [0, 128, 256]
+    trained = [r for r in records if "loss/critic" in r]
+    assert trained and all(r["learner/gradient_steps"] > 0 for r in trained)
+    assert (tmp_path / "run" / "learner.pt").exists() and (tmp_path / "run" / "metrics.csv").exists()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["sac"]["her"] is True
+    assert any((tmp_path / "run" / "tensorboard").iterdir())
+
+
+def test_algo_and_her_must_agree():
+    with pytest.raises(ValueError, match="algo='sac'"):
+        TrainConfig(algo="sac", sac=SACConfig.with_her())
+
+
+@pytest.mark.slow
+def test_sac_her_learns_the_simplified_task(tmp_path):
+    """Learning notes: SAC+HER reaches 0.8 sampled success within about 15k env steps on the
+    simplified task from a language warm start. Here: 0.5 by 9k steps (measured 0.73 at 9k)."""
+    cfg = TrainConfig(
+        algo="sac-her",
+        env=EnvConfig.variant("simple"),
+        sac=SACConfig.with_her(**CPU_SAC),
+        total_env_steps=9_000, eval_every=9_000, eval_episodes=64,
+        warm_start_steps=300, seed=0, output_dir=tmp_path / "run", progress=False,
+    )
+    final = train_sac(cfg)
+    assert final["eval/simple-train/sampled/all"] >= 0.5, final
