@@ -91,10 +91,11 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
 
 def train(cfg: TrainConfig) -> dict[str, float]:
     """Train in-process and print the final evaluation."""
+    from sacglam.training.ppo_trainer import train_ppo
     from sacglam.training.sac_trainer import train_sac
 
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-    final = train_sac(cfg)
+    final = train_ppo(cfg) if cfg.algo == "ppo" else train_sac(cfg)
     for name, value in sorted(final.items()):
         print(f"{name:<45} {value:.3f}")
     print(f"metrics, config and checkpoint in {cfg.output_dir}")

@@ -66,9 +66,9 @@ class AgentConfig:
 
     model: str = "smollm2-135m"
     """smollm2-135m (embedded), tiny-causal, tiny-seq2seq, a local HF model directory, or a hub id."""
-    critic: Literal["action", "observation", "none"] = "action"
+    critic: Literal["action", "observation", "value", "none"] = "action"
     """`action`: one Q per (prompt, action) pair (the paper's best); `observation`: |A| outputs on the
-    prompt; `none`: no critic."""
+    prompt; `value`: V(s) on the prompt (PPO-GLAM); `none`: no head."""
     critic_detach: bool = False
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_width: int = 1024
@@ -175,6 +175,40 @@ class SACConfig:
 
 
 @dataclass(frozen=True)
+class PPOConfig:
+    """PPO-GLAM (paper table 1)."""
+
+    rollout_steps: int = 2048
+    """Transitions collected between two updates (over all environments)."""
+    epochs: int = 16
+    """Passes over each rollout."""
+    minibatch_size: int = 256
+    """Transitions per gradient step."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.99
+    """GAE lambda."""
+    clip: float = 0.2
+    """Clipping range of the probability ratio."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    lr: float = 1e-4
+    """Adam learning rate (LLM weights and value head)."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clipping."""
+    normalize_advantages: bool = True
+    """Normalise advantages per minibatch."""
+
+    def __post_init__(self) -> None:
+        if min(self.rollout_steps, self.epochs, self.minibatch_size) < 1:
+            raise ValueError("rollout_steps, epochs and minibatch_size must be >= 1")
+        if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):
+            raise ValueError("gamma and gae_lambda must be in [0, 1] and clip > 0")
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Evaluate policies on Playground-Text (the scripted expert, uniform-random, the LLM agent
     zero-shot): success rate per goal type, on the train goals and on the held-out test goals."""
@@ -210,14 +244,17 @@ class EvalConfig:
 class TrainConfig:
     """In-process training of SAC-GLAM or SAC-GLAM+HER (no Ray)."""
 
-    algo: Literal["sac", "sac-her"] = "sac-her"
-    """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches."""
+    algo: Literal["sac", "sac-her", "ppo"] = "sac-her"
+    """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches; ppo: PPO-GLAM
+    (needs agent.critic='value')."""
     env: EnvConfig = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     """The training environment (its held-out goal set is evaluated too)."""
     agent: AgentConfig = AgentConfig(model="tiny-causal", lora_r=0, critic_width=256)
     """The LLM agent."""
     sac: SACConfig = SACConfig.with_her()
     """SAC settings (default: the paper's SAC-GLAM+HER, table 3; `her` must match `algo`)."""
+    ppo: PPOConfig = PPOConfig()
+    """PPO settings (algo='ppo'; default: the paper's table 1)."""
     num_envs: int = 32
     """Environments stepped together."""
     total_env_steps: int = 25_000
@@ -238,12 +275,19 @@ class TrainConfig:
     """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        if self.sac.her != (self.algo == "sac-her"):
+        if self.algo == "ppo":
+            if self.agent.critic != "value":
+                raise ValueError("algo='ppo' needs a value head: set agent.critic='value'")
+            if self.ppo.rollout_steps % self.num_envs:
+                raise ValueError(
+                    f"ppo.rollout_steps={self.ppo.rollout_steps} must be a multiple of num_envs={self.num_envs}"
+                )
+        elif self.sac.her != (self.algo == "sac-her"):
             raise ValueError(
                 f"algo={self.algo!r} but sac.her={self.sac.her}: use algo='sac-her' with sac.her=True, or algo='sac' "
                 "with sac.her=False (and sac.sampling='uniform')"
             )
-        if self.agent.critic == "none":
-            raise ValueError("SAC needs a critic: set agent.critic to 'action' (the paper's) or 'observation'")
+        if self.algo != "ppo" and self.agent.critic not in ("action", "observation"):
+            raise ValueError("SAC needs a Q-critic: set agent.critic to 'action' (the paper's) or 'observation'")
         if min(self.num_envs, self.total_env_steps, self.eval_every, self.eval_episodes, self.log_every) < 1:
             raise ValueError("num_envs, total_env_steps, eval_every, eval_episodes and log_every must be >= 1")

@@ -52,7 +52,7 @@ class SACLearner:
     """Owns the agent's optimizers, the entropy coefficient and the target critic."""
 
     def __init__(self, agent: GLAMAgent, config: SACConfig):
-        if agent.critic is None:
+        if agent.config.critic not in ("action", "observation"):
             raise ValueError("SAC needs an agent with a critic: AgentConfig(critic='action' or 'observation')")
         self.agent, self.config = agent, config
         device = agent.device

@@ -15,7 +15,7 @@ from peft import LoraConfig, get_peft_model
 from torch import nn
 
 from sacglam.config import AgentConfig
-from sacglam.models.critic import ActionCritic, ObservationCritic
+from sacglam.models.critic import ActionCritic, ObservationCritic, ValueHead
 from sacglam.models.encoding import (
     CandidateTokenCache,
     EncodedBatch,
@@ -70,6 +70,8 @@ class GLAMAgent(nn.Module):
             self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width).to(device)
         elif config.critic == "observation":
             self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width).to(device)
+        elif config.critic == "value":
+            self.critic = ValueHead(hidden, config.critic_width).to(device)
         else:
             self.critic = None
         self._candidate_tokens = CandidateTokenCache(self.tokenizer, leading_space=self.kind == "causal")
@@ -121,10 +123,13 @@ class GLAMAgent(nn.Module):
             ll = ll / index.lengths.to(device)
         action_ll = torch.zeros(B, C, dtype=torch.float32, device=device).index_put((state, slot), ll)
         log_pi = action_ll.masked_fill(~mask, float("-inf")).log_softmax(-1)
-        q = None
-        if with_critic and self.critic is not None:
+        q = value = None
+        if with_critic and isinstance(self.critic, ValueHead):
+            features = scores.prompt_features.detach() if self.config.critic_detach else scores.prompt_features
+            value = self.critic(features.float())
+        elif with_critic and self.critic is not None:
             q = self._q_values(scores, state, slot, mask)
-        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask)
+        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value)
 
     def _q_values(self, scores: CandidateScores, state, slot, mask) -> torch.Tensor:
         detach = self.config.critic_detach

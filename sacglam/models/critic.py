@@ -38,3 +38,15 @@ class ObservationCritic(nn.Module):
     def forward(self, prompt_features: torch.Tensor) -> torch.Tensor:
         """(B, H) -> (B, max_actions)"""
         return self.net(prompt_features)
+
+
+class ValueHead(nn.Module):
+    """V(s) from the prompt's hidden state (PPO-GLAM's value function)."""
+
+    def __init__(self, hidden_size: int, width: int = 1024):
+        super().__init__()
+        self.net = mlp(hidden_size, width, 1)
+
+    def forward(self, prompt_features: torch.Tensor) -> torch.Tensor:
+        """(B, H) -> (B,)"""
+        return self.net(prompt_features).squeeze(-1)

@@ -1,0 +1,72 @@
+"""The PPO-GLAM learner: epochs of clipped-PPO minibatch steps over one on-policy rollout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sacglam.config import PPOConfig
+from sacglam.learner.ppo_losses import ppo_losses
+from sacglam.learner.sac import NonFiniteLossError
+from sacglam.models.agent import GLAMAgent
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """M on-policy transitions with their advantages (flattened over steps and environments)."""
+
+    observations: list[str]  # M
+    candidates: list[list[str]]  # M
+    actions: torch.Tensor  # (M,) long
+    old_log_prob: torch.Tensor  # (M,) float32: log pi_old(a|s) when the action was taken
+    advantages: torch.Tensor  # (M,) float32
+    returns: torch.Tensor  # (M,) float32: advantages + V_old(s)
+
+
+class PPOLearner:
+    def __init__(self, agent: GLAMAgent, config: PPOConfig, seed: int = 0):
+        if agent.config.critic != "value":
+            raise ValueError("PPO-GLAM needs a value head: AgentConfig(critic='value')")
+        self.agent, self.config = agent, config
+        self.optimizer = torch.optim.Adam([p for p in agent.parameters() if p.requires_grad], lr=config.lr)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.updates = 0  # gradient steps applied
+
+    def update(self, rollout: Rollout) -> dict[str, float]:
+        """`epochs` passes of shuffled minibatches; returns the means of the step metrics."""
+        cfg, device = self.config, self.agent.device
+        sums: dict[str, float] = {}
+        steps = 0
+        for _ in range(cfg.epochs):
+            order = torch.randperm(len(rollout.actions), generator=self.generator)
+            for start in range(0, len(order), cfg.minibatch_size):
+                rows = order[start : start + cfg.minibatch_size]
+                out = self.agent(
+                    self.agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
+                )
+                losses = ppo_losses(
+                    out.log_pi, out.mask, rollout.actions[rows].to(device), rollout.old_log_prob[rows].to(device),
+                    rollout.advantages[rows].to(device), rollout.returns[rows].to(device), out.value,
+                    cfg.clip, cfg.vf_coef, cfg.ent_coef, cfg.normalize_advantages,
+                )
+                if not torch.isfinite(losses.total):
+                    raise NonFiniteLossError(f"non-finite PPO loss {float(losses.total)}; the update was not applied")
+                self.optimizer.zero_grad(set_to_none=True)
+                losses.total.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    [p for g in self.optimizer.param_groups for p in g["params"]], cfg.max_grad_norm
+                )
+                if not torch.isfinite(grad_norm):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise NonFiniteLossError("non-finite PPO gradient; the update was not applied")
+                self.optimizer.step()
+                self.updates += 1
+                steps += 1
+                for name, value in (
+                    ("loss/policy", losses.policy), ("loss/value", losses.value), ("entropy", losses.entropy),
+                    ("ppo/clip_fraction", losses.clip_fraction), ("ppo/approx_kl", losses.approx_kl), ("grad_norm", grad_norm),
+                ):
+                    sums[name] = sums.get(name, 0.0) + float(value.detach())
+        self.optimizer.zero_grad(set_to_none=True)
+        return {name: total / steps for name, total in sums.items()}
