@@ -2,12 +2,13 @@
 (tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
 
     sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
-    sacglam train [--algo sac-her] [--total-env-steps 25000] [--agent.model tiny-causal] ...
+    sacglam train --config tune_configs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import warnings
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from typing import Any
 import tyro
 
 from sacglam.config import EnvConfig, EvalConfig, TrainConfig
+from sacglam.config_io import ConfigError, load_yaml_config
 from sacglam.envs.expert import ExpertPolicy
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import RandomPolicy
@@ -102,12 +104,34 @@ def train(cfg: TrainConfig) -> dict[str, float]:
     return final
 
 
+COMMANDS = {"evaluate": (EvalConfig, evaluate), "train": (TrainConfig, train)}
+
+
+def parse(args: list[str]) -> EvalConfig | TrainConfig:
+    """`<command> [--config FILE.yaml] [--field value ...]`: the YAML file gives the defaults,
+    flags override them."""
+    if not args or args[0] not in COMMANDS:
+        return tyro.extras.subcommand_cli_from_dict({name: cls for name, (cls, _) in COMMANDS.items()}, prog="sacglam", args=args)
+    cls, _ = COMMANDS[args[0]]
+    rest = list(args[1:])
+    default = None
+    if "--config" in rest:
+        at = rest.index("--config")
+        if at + 1 >= len(rest):
+            raise SystemExit("sacglam: --config needs a YAML file, e.g. --config tune_configs/cpu_simple_sac_her.yaml")
+        try:
+            default = load_yaml_config(cls, rest[at + 1])
+        except ConfigError as error:
+            raise SystemExit(f"sacglam: {error}") from error
+        del rest[at : at + 2]
+    return tyro.cli(cls, default=default, args=rest, prog=f"sacglam {args[0]}")
+
+
 def main(args: list[str] | None = None) -> None:
-    cfg = tyro.extras.subcommand_cli_from_dict({"evaluate": EvalConfig, "train": TrainConfig}, prog="sacglam", args=args)
-    if isinstance(cfg, EvalConfig):
-        evaluate(cfg)
-    elif isinstance(cfg, TrainConfig):
-        train(cfg)
+    cfg = parse(sys.argv[1:] if args is None else list(args))
+    for cls, run in COMMANDS.values():
+        if isinstance(cfg, cls):
+            run(cfg)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+"""Loading the config dataclasses from YAML (the files in `tune_configs/`), strictly.
+
+Every key must be a field of the dataclass it lands in, every value must have the field's type
+(ints are accepted for floats, lists for tuples); the dataclass's own validation then runs. An
+error names the file, the key path, what was wrong and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file that does not fit its dataclass."""
+
+
+def load_yaml_config(cls: type[T], path: str | Path) -> T:
+    """Build `cls` from the YAML mapping in `path`."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    return from_dict(cls, data, where=str(path))
+
+
+def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = get_type_hints(cls)
+    for key in data:
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}: unknown key {key!r} for {cls.__name__}{hint} Valid keys: {', '.join(fields)}")
+    values = {key: _convert(hints[key], value, f"{where}:{key}") for key, value in data.items()}
+    try:
+        return cls(**values)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{where}: {error}") from error
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in (o for o in options if o is not type(None)):
+            try:
+                return _convert(option, value, where)
+            except ConfigError as error:
+                errors.append(str(error))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {tp}")
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, get_args(tp)))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item,) = {a for a in get_args(tp) if a is not Ellipsis}
+        return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if tp is Path:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a path string, got {value!r}")
+        return Path(value)
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, bool, str) and type(value) is tp:
+        return value
+    name = getattr(tp, "__name__", str(tp))
+    raise ConfigError(f"{where}: expected {name}, got {type(value).__name__} {value!r}")
+

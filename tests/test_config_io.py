@@ -1,0 +1,58 @@
+"""YAML configs: every file in tune_configs/ loads, and bad files fail with a message that says
+what is wrong and where."""
+
+from pathlib import Path
+
+import pytest
+
+from sacglam.cli import parse
+from sacglam.config import TrainConfig
+from sacglam.config_io import ConfigError, load_yaml_config
+
+TUNE_CONFIGS = sorted((Path(__file__).resolve().parents[1] / "tune_configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TUNE_CONFIGS, ids=lambda p: p.name)
+def test_every_tune_config_loads_into_a_valid_train_config(path):
+    cfg = load_yaml_config(TrainConfig, path)
+    assert isinstance(cfg, TrainConfig) and cfg.total_env_steps > 0
+
+
+def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("algo: sac\nsac: {her: false, gamma: 1, batch_size: 64}\nagent: {model: tiny-seq2seq}\noutput_dir: out\n")
+    cfg = load_yaml_config(TrainConfig, path)
+    assert cfg.sac.gamma == 1.0 and isinstance(cfg.sac.gamma, float) and cfg.sac.batch_size == 64
+    assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == Path("out")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("algo: sac-her\nsac: {batchsize: 64}\n", r"sac: unknown key 'batchsize' for SACConfig; did you mean 'batch_size'"),
+        ("algo: dqn\n", r"algo: 'dqn' is not one of 'sac', 'sac-her', 'ppo'"),
+        ("sac: {gamma: high}\n", r"sac:gamma: expected float, got str 'high'"),
+        ("sac: {batch_size: 12.5}\n", r"sac:batch_size: expected int"),
+        ("algo: sac\n", r"algo='sac' but sac.her=True"),
+        ("env: {n_objects: 2}\n", r"n_objects=2 is too small"),
+        ("- a list\n", r"expected a mapping of TrainConfig fields"),
+    ],
+)
+def test_bad_config_files_name_the_key_and_the_problem(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as error:
+        load_yaml_config(TrainConfig, path)
+    assert str(path) in str(error.value)
+
+
+def test_cli_flags_override_the_config_file():
+    sac_her = next(p for p in TUNE_CONFIGS if p.name == "cpu_simple_sac_her.yaml")
+    cfg = parse(["train", "--config", str(sac_her), "--seed", "7", "--sac.batch-size", "32"])
+    base = load_yaml_config(TrainConfig, sac_her)
+    assert cfg.seed == 7 and cfg.sac.batch_size == 32 and cfg.sac.gamma == base.sac.gamma
+
+
+def test_cli_reports_a_missing_config_file():
+    with pytest.raises(SystemExit, match="does not exist"):
+        parse(["train", "--config", "no/such.yaml"])
