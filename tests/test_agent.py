@@ -193,3 +193,16 @@ def test_a_local_model_directory_loads_like_a_built_in_one(model, tmp_path):
     b = GLAMAgent(AgentConfig(model=str(tmp_path), critic="none"), language_model=local)
     batch = a.encode(observations, candidates)
     assert torch.equal(a(batch).log_pi, b(batch).log_pi)
+
+
+@pytest.mark.parametrize("critic", ["action", "observation"])
+def test_twin_critics_are_independent_heads_and_q_is_their_minimum(critic):
+    agent = make_agent("tiny-causal", critic=critic, n_critics=2)
+    observations, candidates = states(n=3)
+    out = agent(agent.encode(observations, candidates))
+    assert out.q_critics.shape == (2, *out.mask.shape)
+    assert not torch.equal(out.q_critics[0], out.q_critics[1])
+    torch.testing.assert_close(out.q, out.q_critics.min(0).values)
+    agent.zero_grad(set_to_none=True)
+    out.q_critics.sum().backward()
+    assert all(p.grad is not None for p in agent.critic.parameters())

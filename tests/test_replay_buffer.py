@@ -190,3 +190,12 @@ def test_inconsistent_episodes_are_rejected():
     with pytest.raises(ValueError, match="inconsistent episode"):
         Episode(goal="Grasp red cat", scene=(), states=("a",), candidates=(("Grasp",),), actions=(0,), rewards=(0.0,),
                 terminated=False, truncated=True, achieved_goals=((),))
+
+
+def test_capacity_counts_environment_transitions_and_relabels_go_with_their_episode():
+    buffer = ReplayBuffer(capacity=6)
+    for goal in ("Grasp red cat", "Grasp blue dog", "Grasp green door"):
+        buffer.add(handmade([0.0] * 3, terminated=False, goal=goal, achieved=[("Grasp any cat",), (), ()]))
+    assert buffer.env_transitions == 6 and buffer.episodes == 2
+    assert buffer.relabeled_transitions == 2 and len(buffer) == 8
+    assert "Grasp red cat" not in set(buffer.sample(200).goals)

@@ -112,3 +112,12 @@ def test_learner_state_dict_resumes_identically(buffer):
 def test_sac_needs_a_critic():
     with pytest.raises(ValueError, match="needs an agent with a critic"):
         SACLearner(GLAMAgent(AgentConfig(model="tiny-causal", critic="none")), SACConfig())
+
+
+def test_twin_critic_update_trains_both_heads(buffer):
+    l = learner(agent={"n_critics": 2})
+    before = snapshot(l)
+    metrics = l.update(buffer.sample(16))
+    moved = changed(before["agent"], snapshot(l)["agent"])
+    assert any(k.startswith("critic.nets.0.") for k in moved) and any(k.startswith("critic.nets.1.") for k in moved)
+    assert metrics["loss/critic"] > 0

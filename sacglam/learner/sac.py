@@ -87,7 +87,8 @@ class SACLearner:
                 next_q_target = agent(following).q
         out = agent(current)
         actions = batch.actions.to(device)
-        q_taken = out.q.gather(1, actions[:, None]).squeeze(1)
+        n_critics = out.q_critics.shape[0]
+        q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)
         losses = sac_losses(
             log_pi=out.log_pi,
             q_taken=q_taken,
@@ -135,7 +136,7 @@ class SACLearner:
             "alpha": self.alpha,
             "entropy": float(losses.entropy),
             "q/mean": float(valid_q.mean()),
-            "q/taken": float(q_taken.detach().mean()),
+            "q/taken": float(q_taken.detach().min(0).values.mean()),
             "q/target": float(losses.q_target.mean()),
             "grad_norm": float(grad_norm),
             "batch/relabeled_fraction": float(batch.relabeled.float().mean()),

@@ -67,9 +67,9 @@ class GLAMAgent(nn.Module):
         hidden = lm.model.get_input_embeddings().embedding_dim
         device = lm.model.get_input_embeddings().weight.device
         if config.critic == "action":
-            self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width).to(device)
+            self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)
         elif config.critic == "observation":
-            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width).to(device)
+            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width, config.n_critics).to(device)
         elif config.critic == "value":
             self.critic = ValueHead(hidden, config.critic_width).to(device)
         else:
@@ -123,20 +123,24 @@ class GLAMAgent(nn.Module):
             ll = ll / index.lengths.to(device)
         action_ll = torch.zeros(B, C, dtype=torch.float32, device=device).index_put((state, slot), ll)
         log_pi = action_ll.masked_fill(~mask, float("-inf")).log_softmax(-1)
-        q = value = None
+        q = q_critics = value = None
         if with_critic and isinstance(self.critic, ValueHead):
             features = scores.prompt_features.detach() if self.config.critic_detach else scores.prompt_features
             value = self.critic(features.float())
         elif with_critic and self.critic is not None:
-            q = self._q_values(scores, state, slot, mask)
-        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value)
+            q_critics = self._q_values(scores, state, slot, mask)
+            q = q_critics.min(0).values
+        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value, q_critics=q_critics)
 
     def _q_values(self, scores: CandidateScores, state, slot, mask) -> torch.Tensor:
+        """(n_critics, B, C), 0 at padding."""
         detach = self.config.critic_detach
+        n = self.config.n_critics
         if isinstance(self.critic, ActionCritic):
             features = scores.candidate_features.detach() if detach else scores.candidate_features
-            per_candidate = self.critic(features.float())
-            return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device).index_put((state, slot), per_candidate)
+            per_candidate = self.critic(features.float())  # (n, N)
+            q = torch.zeros((n, *mask.shape), dtype=torch.float32, device=mask.device)
+            return q.index_put((torch.arange(n, device=mask.device)[:, None], state[None], slot[None]), per_candidate)
         features = scores.prompt_features.detach() if detach else scores.prompt_features
         C = mask.shape[1]
         if C > self.critic.max_actions:
@@ -144,7 +148,7 @@ class GLAMAgent(nn.Module):
                 f"a state has {C} candidates but the observation critic has max_actions={self.critic.max_actions}; "
                 "raise AgentConfig.max_actions"
             )
-        return self.critic(features.float())[:, :C].masked_fill(~mask, 0.0)
+        return self.critic(features.float())[:, :, :C].masked_fill(~mask, 0.0)
 
     # ------------------------------------------------------------------ trainable state
 

@@ -15,29 +15,30 @@ def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
 
 class ActionCritic(nn.Module):
     """Q(s, a) from the hidden state of the (prompt, action) pair: one output per pair. The paper's
-    best variant: the LLM encodes the action with the prompt."""
+    best variant: the LLM encodes the action with the prompt. `n_critics` independent MLPs (twin
+    critics with 2; the paper uses 1)."""
 
-    def __init__(self, hidden_size: int, width: int = 1024):
+    def __init__(self, hidden_size: int, width: int = 1024, n_critics: int = 1):
         super().__init__()
-        self.net = mlp(hidden_size, width, 1)
+        self.nets = nn.ModuleList(mlp(hidden_size, width, 1) for _ in range(n_critics))
 
     def forward(self, candidate_features: torch.Tensor) -> torch.Tensor:
-        """(N, H) -> (N,)"""
-        return self.net(candidate_features).squeeze(-1)
+        """(N, H) -> (n_critics, N)"""
+        return torch.stack([net(candidate_features).squeeze(-1) for net in self.nets])
 
 
 class ObservationCritic(nn.Module):
     """Q(s, .) from the prompt's hidden state: |A| outputs, one per candidate slot (DQN-style;
     the paper's ablation). Candidate k of a state takes output k."""
 
-    def __init__(self, hidden_size: int, max_actions: int, width: int = 1024):
+    def __init__(self, hidden_size: int, max_actions: int, width: int = 1024, n_critics: int = 1):
         super().__init__()
         self.max_actions = max_actions
-        self.net = mlp(hidden_size, width, max_actions)
+        self.nets = nn.ModuleList(mlp(hidden_size, width, max_actions) for _ in range(n_critics))
 
     def forward(self, prompt_features: torch.Tensor) -> torch.Tensor:
-        """(B, H) -> (B, max_actions)"""
-        return self.net(prompt_features)
+        """(B, H) -> (n_critics, B, max_actions)"""
+        return torch.stack([net(prompt_features) for net in self.nets])
 
 
 class ValueHead(nn.Module):

@@ -4,8 +4,10 @@
   are an Arrow record batch (T+1 rows); the hindsight relabels of an episode point at its rows.
 - Two pools kept apart: the environment's transitions (each episode under its own goal) and the
   relabeled ones (each `Relabel` of an episode: its first `length` steps under the new goal).
-- Capacity counts stored transitions of both pools; the oldest episodes (with their relabels)
-  are dropped first.
+- Capacity counts the environment's transitions; the oldest episodes, with their relabels, are
+  dropped first. Relabels are references (a goal and a length), and counting them would make a
+  buffer with HER forget episodes several times sooner than one without: the two would not keep
+  the same data at the same capacity.
 - n-step targets are derived when sampling, so n is a sampling parameter.
 - Sampling modes: `uniform` over all stored transitions; `ratio`, a fixed fraction (default 50%)
   of every batch from the relabeled pool and the rest from the environment's (the paper's choice
@@ -100,7 +102,7 @@ class ReplayBuffer:
     """Episode replay with hindsight relabels (plain class; the replay actor wraps it).
 
     Args:
-        capacity: stored transitions (environment + relabeled) before the oldest episodes go.
+        capacity: environment transitions kept before the oldest episodes (and their relabels) go.
         gamma: discount of the n-step targets.
         her: relabel every added episode with the social partner's goals.
         her_max_goals: at most this many relabels per episode (None: all).
@@ -128,7 +130,8 @@ class ReplayBuffer:
         self.rng = np.random.default_rng(seed)
         self._episodes: deque[_Stored] = deque()
         self._next_id = 0
-        self._size = 0
+        self._size = 0  # stored transitions, both pools
+        self._env_size = 0  # environment transitions: what capacity counts
         self._index: dict | None = None  # sampling index, rebuilt lazily after a change
         self.added_episodes = 0  # counters over the buffer's life (evicted ones included)
         self.added_transitions = 0
@@ -162,11 +165,14 @@ class ReplayBuffer:
         )
         self._episodes.append(stored)
         self._size += stored.transitions
+        self._env_size += stored.length
         self._index = None
 
     def _evict(self) -> None:
-        while self._size > self.capacity and len(self._episodes) > 1:
-            self._size -= self._episodes.popleft().transitions
+        while self._env_size > self.capacity and len(self._episodes) > 1:
+            oldest = self._episodes.popleft()
+            self._size -= oldest.transitions
+            self._env_size -= oldest.length
             self._index = None
 
     # ------------------------------------------------------------------ sizes
@@ -181,7 +187,7 @@ class ReplayBuffer:
 
     @property
     def env_transitions(self) -> int:
-        return sum(e.length for e in self._episodes)
+        return self._env_size
 
     @property
     def relabeled_transitions(self) -> int:
@@ -396,6 +402,7 @@ class ReplayBuffer:
             )
             buffer._episodes.append(stored)
             buffer._size += stored.transitions
+            buffer._env_size += stored.length
         buffer._next_id = header["next_id"]
         buffer.added_episodes = header["added_episodes"]
         buffer.added_transitions = header["added_transitions"]

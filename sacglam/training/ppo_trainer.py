@@ -3,22 +3,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
-from dataclasses import asdict
 
 import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL
 from sacglam.learner.ppo import PPOLearner, Rollout
 from sacglam.learner.ppo_losses import generalized_advantages
 from sacglam.models.agent import GLAMAgent
-from sacglam.training.metrics import MetricsLogger
-from sacglam.training.sac_trainer import evaluate_agent
-from sacglam.training.warm_start import language_warm_start
+from sacglam.training.common import EvaluationSchedule, start_run
 
 
 @torch.no_grad()
@@ -64,27 +59,17 @@ def collect_rollout(agent, vec, obs, info, steps_per_env: int, gamma: float, lam
 
 def train_ppo(cfg: TrainConfig) -> dict[str, float]:
     ppo = cfg.ppo
-    torch.manual_seed(cfg.seed)
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
-    logger = MetricsLogger(cfg.output_dir)
-    agent = GLAMAgent(cfg.agent)
-    if cfg.warm_start_steps:
-        logger.log(0, language_warm_start(agent, cfg.env, steps=cfg.warm_start_steps, seed=cfg.seed))
+    logger, agent = start_run(cfg)
     learner = PPOLearner(agent, ppo, seed=cfg.seed)
     vec = cfg.env.make_vector(cfg.num_envs)
     obs, info = vec.reset(seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     recent = deque(maxlen=200)
-    env_steps, train_seconds, next_eval = 0, 0.0, 0
+    env_steps, train_seconds = 0, 0.0
     bar = tqdm(total=cfg.total_env_steps, disable=not cfg.progress, desc="ppo", unit="step")
-    evaluation: dict[str, float] = {}
+    evaluate = EvaluationSchedule(agent, cfg, logger, bar)
     while True:
-        if env_steps >= next_eval or env_steps >= cfg.total_env_steps:
-            evaluation = evaluate_agent(agent, cfg, seed=cfg.seed + 10_000)
-            logger.log(env_steps, evaluation | {"time/train_seconds": train_seconds})
-            next_eval += cfg.eval_every
-            bar.set_postfix(success=f"{evaluation[f'eval/{cfg.env.goals}/sampled/{OVERALL}']:.2f}")
+        evaluate(env_steps, train_seconds)
         if env_steps >= cfg.total_env_steps:
             break
         start = time.perf_counter()
@@ -109,4 +94,4 @@ def train_ppo(cfg: TrainConfig) -> dict[str, float]:
     bar.close()
     torch.save({"agent": agent.trainable_state_dict(), "optimizer": learner.optimizer.state_dict()}, cfg.output_dir / "learner.pt")
     logger.close()
-    return evaluation
+    return evaluate.latest

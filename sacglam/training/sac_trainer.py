@@ -9,49 +9,25 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
-from dataclasses import asdict
 
 import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL, episode_specs, run_episodes, success_by_goal_type
 from sacglam.learner.sac import SACLearner
-from sacglam.models.agent import GLAMAgent
 from sacglam.models.policy import LLMPolicy
 from sacglam.policies import RandomPolicy
 from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.rollout_workers.recorder import EpisodeRecorder
-from sacglam.training.metrics import MetricsLogger
-from sacglam.training.warm_start import language_warm_start
-
-
-def evaluate_agent(agent: GLAMAgent, cfg: TrainConfig, seed: int) -> dict[str, float]:
-    """`eval/<goal set>/<sampled|greedy>/<goal type>` success rates."""
-    results = {}
-    for env_cfg in (cfg.env, cfg.env.held_out):
-        specs = episode_specs(env_cfg.goals, cfg.eval_episodes, seed)
-        for mode in ("sampled", "greedy"):
-            policy = LLMPolicy(agent, greedy=mode == "greedy", seed=seed)
-            table = success_by_goal_type(run_episodes(policy, env_cfg, specs, cfg.num_envs), env_cfg.goals)
-            for goal_type, row in table.items():
-                results[f"eval/{env_cfg.goals}/{mode}/{goal_type}"] = row["success"]
-    return results
+from sacglam.training.common import EvaluationSchedule, start_run
 
 
 def train_sac(cfg: TrainConfig) -> dict[str, float]:
     """Train, evaluating along the way; returns the last evaluation's figures."""
     sac = cfg.sac
-    torch.manual_seed(cfg.seed)
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
-    logger = MetricsLogger(cfg.output_dir)
-    agent = GLAMAgent(cfg.agent)
-    if cfg.warm_start_steps:
-        logger.log(0, language_warm_start(agent, cfg.env, steps=cfg.warm_start_steps, seed=cfg.seed))
+    logger, agent = start_run(cfg)
     learner = SACLearner(agent, sac)
     buffer = ReplayBuffer(
         sac.buffer_capacity, sac.gamma, her=sac.her, her_max_goals=sac.her_max_goals, prior_goal_set=cfg.env.goals, seed=cfg.seed
@@ -65,15 +41,11 @@ def train_sac(cfg: TrainConfig) -> dict[str, float]:
     env_steps, gradient_steps, learning_from = 0, 0, None
     recent = deque(maxlen=200)  # success of the last finished training episodes
     train_seconds, last_metrics = 0.0, {}
-    next_eval, next_log = 0, cfg.log_every
+    next_log = cfg.log_every
     bar = tqdm(total=cfg.total_env_steps, disable=not cfg.progress, desc=cfg.algo, unit="step")
-    evaluation: dict[str, float] = {}
+    evaluate = EvaluationSchedule(agent, cfg, logger, bar)
     while True:
-        if env_steps >= next_eval or env_steps >= cfg.total_env_steps:
-            evaluation = evaluate_agent(agent, cfg, seed=cfg.seed + 10_000)
-            logger.log(env_steps, evaluation | {"time/train_seconds": train_seconds})
-            next_eval += cfg.eval_every
-            bar.set_postfix(success=f"{evaluation[f'eval/{cfg.env.goals}/sampled/{OVERALL}']:.2f}", alpha=f"{learner.alpha:.3g}")
+        evaluate(env_steps, train_seconds, {"alpha": f"{learner.alpha:.3g}"})
         if env_steps >= cfg.total_env_steps:
             break
         start = time.perf_counter()
@@ -112,4 +84,4 @@ def train_sac(cfg: TrainConfig) -> dict[str, float]:
     bar.close()
     torch.save(learner.state_dict(), cfg.output_dir / "learner.pt")
     logger.close()
-    return evaluation
+    return evaluate.latest
