@@ -12,7 +12,6 @@ import sys
 import time
 import warnings
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import tyro

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 from tqdm.auto import tqdm
 
 from sacglam.config import EnvConfig
-from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type
+from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
 from sacglam.types import EpisodeResult, EpisodeSpec, Policy
 
 OVERALL = "all"
@@ -100,7 +100,7 @@ def success_by_goal_type(results: Iterable[EpisodeResult], goal_set: str) -> dic
         counts[r.goal_type] += 1
         successes[r.goal_type] += r.success
     table = {t: {"success": successes[t] / counts[t], "episodes": counts[t]} for t in GOAL_TYPES if counts[t]}
-    share = Counter(goal_type(g) for g in GOAL_SETS[goal_set])
+    share = goal_type_shares(goal_set)
     covered = sum(share[t] for t in table)
     table[OVERALL] = {
         "success": sum(table[t]["success"] * share[t] for t in table) / covered,

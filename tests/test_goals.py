@@ -96,3 +96,10 @@ def test_parse_goal_round_trips_every_goal():
 def test_parse_goal_rejects_non_goals_with_a_clear_message(bad):
     with pytest.raises(ValueError, match="is not a Playground-Text goal"):
         parse_goal(bad)
+
+
+def test_goal_type_shares_are_the_fractions_of_each_goal_set():
+    shares = goals.goal_type_shares("train")
+    assert shares["grasp"] == pytest.approx(136 / 8470) and shares["grow"] == pytest.approx(46 / 8470)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert goals.goal_type_shares("simple-test")["grow then grasp"] == 0.0

@@ -182,3 +182,13 @@ def goal_type(goal: str | Goal) -> str:
     if len(parts) == 1:
         return parts[0].verb
     return f"{parts[0].verb} then {parts[1].verb}"
+
+
+@cache
+def goal_type_shares(name: str) -> dict[str, float]:
+    """The fraction of goal set `name` in each goal type (e.g. 98% sequential for `train`)."""
+    goal_set = GOAL_SETS[name]
+    counts = {t: 0 for t in GOAL_TYPES}
+    for goal in goal_set:
+        counts[goal_type(goal)] += 1
+    return {t: c / len(goal_set) for t, c in counts.items()}

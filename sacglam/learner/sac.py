@@ -62,6 +62,7 @@ class SACLearner:
         self.optimizer = torch.optim.Adam(
             [{"params": llm_params, "lr": config.actor_lr}, {"params": critic_params, "lr": config.critic_lr}]
         )
+        self._params = llm_params + critic_params  # what gradient clipping covers
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
@@ -111,8 +112,7 @@ class SACLearner:
         loss.backward()
         if not warming_up:
             losses.alpha.backward()
-        params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm or float("inf"))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm or float("inf"))
         alpha_grad = self.log_alpha.grad
         if not torch.isfinite(grad_norm) or (alpha_grad is not None and not torch.isfinite(alpha_grad)):
             self.optimizer.zero_grad(set_to_none=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import torch
 
-from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type
+from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
 from sacglam.envs.observation import with_goal
 from sacglam.replay_actor.her import hindsight_relabels
 from sacglam.types import Episode, Relabel, TransitionBatch
@@ -264,9 +264,9 @@ class ReplayBuffer:
         return self._transitions(entries, steps, n_step)
 
     def _draw_prior(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        share = Counter(goal_type(g) for g in GOAL_SETS[self.prior_goal_set])
+        share = goal_type_shares(self.prior_goal_set)
         weights = np.array(
-            [share[t] if len(self._index["pools"][f"type{i}"][0]) else 0 for i, t in enumerate(GOAL_TYPES)], dtype=float
+            [share[t] if len(self._index["pools"][f"type{i}"][0]) else 0.0 for i, t in enumerate(GOAL_TYPES)]
         )
         counts = self.rng.multinomial(batch_size, weights / weights.sum())
         draws = [self._draw(f"type{i}", int(c)) for i, c in enumerate(counts)]
