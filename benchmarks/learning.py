@@ -14,6 +14,7 @@ env steps each method needs to reach 0.8 sampled success.
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -63,6 +64,7 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
     cfg = load_yaml_config(TrainConfig, config_path)
     out = Path("runs/learning") / f"{Path(config_path).stem}-seed{seed}"
     cfg = replace(cfg, seed=seed, output_dir=out, progress=False, total_env_steps=total_env_steps or cfg.total_env_steps)
+    shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a run refuses a directory with checkpoints)
     start = time.perf_counter()
     (train_ppo if cfg.algo == "ppo" else train_sac)(cfg)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -3,6 +3,8 @@
 
     sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
     sacglam train --config tune_configs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
+    sacglam train --config tune_configs/demo_ray_smollm2.yaml --runner ray [--address auto]
+    sacglam train --resume runs/demo   # continue a killed run from its newest checkpoint
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import json
 import sys
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import tyro
 
 from sacglam.config import EnvConfig, EvalConfig, TrainConfig
-from sacglam.config_io import ConfigError, load_yaml_config
+from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.envs.expert import ExpertPolicy
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import RandomPolicy
@@ -92,17 +95,29 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
 
 def train(cfg: TrainConfig) -> dict[str, float]:
     """Train in-process and print the final evaluation."""
+    from sacglam.pipeline.ray_cluster import ClusterTooSmallError
+    from sacglam.pipeline.run import RunDirectoryError
     from sacglam.training.ppo_trainer import train_ppo
     from sacglam.training.sac_trainer import train_sac
 
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-    final = train_ppo(cfg) if cfg.algo == "ppo" else train_sac(cfg)
+    try:
+        final = train_ppo(cfg) if cfg.algo == "ppo" else train_sac(cfg)
+    except (RunDirectoryError, ClusterTooSmallError) as error:
+        raise SystemExit(f"sacglam: {error}") from None
+    if cfg.resume is not None:
+        cfg = replace(cfg, output_dir=cfg.resume)
     records = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     before = next(r for r in records if any(k.startswith("eval/") for k in r))
     print(f"{cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps: success before -> after training")
     for name in sorted(k for k in final if k.endswith("/all")):
         print(f"  {name:<40} {before[name]:.3f} -> {final[name]:.3f}")
-    print(f"metrics (JSONL, CSV, TensorBoard), config and checkpoint in {cfg.output_dir}")
+    from sacglam.report import write_report
+
+    print(f"report: {write_report(cfg.output_dir)}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {cfg.output_dir}")
     return final
 
 
@@ -117,6 +132,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
     default = None
+    if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
+        default = resumed_config(rest)
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
@@ -127,6 +144,23 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             raise SystemExit(f"sacglam: {error}") from error
         del rest[at : at + 2]
     return tyro.cli(cls, default=default, args=rest, prog=f"sacglam {args[0]}")
+
+
+def resumed_config(args: list[str]) -> TrainConfig:
+    """`--resume DIR` without `--config`: the run's own config (DIR/config.json); flags still override."""
+    at = args.index("--resume")
+    if at + 1 >= len(args):
+        raise SystemExit("sacglam: --resume needs the run directory to continue, e.g. --resume runs/demo")
+    run_dir = Path(args[at + 1])
+    saved = run_dir / "config.json"
+    if not saved.exists():
+        raise SystemExit(f"sacglam: {saved} does not exist: --resume takes a directory written by `sacglam train`")
+    data = json.loads(saved.read_text())
+    data["resume"] = str(run_dir)
+    try:
+        return from_dict(TrainConfig, data, where=str(saved))
+    except ConfigError as error:
+        raise SystemExit(f"sacglam: {error}") from error
 
 
 def main(args: list[str] | None = None) -> None:

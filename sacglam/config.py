@@ -243,8 +243,83 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class ResourcesConfig:
+    """Ray resources of each actor (logical units: fractions let several actors share a core).
+    GPU fields left at None take one GPU each when the cluster has GPUs, none otherwise."""
+
+    worker_cpus: float = 1.0
+    """CPUs of each rollout worker."""
+    inference_cpus: float = 1.0
+    """CPUs of each inference actor (also its torch thread count, rounded down, at least 1)."""
+    inference_gpus: float | None = None
+    """GPUs of each inference actor (None: 1 if the cluster has GPUs, else 0)."""
+    learner_cpus: float = 1.0
+    """CPUs of each learner actor (also its torch thread count, rounded down, at least 1)."""
+    learner_gpus: float | None = None
+    """GPUs of each learner actor (None: 1 if the cluster has GPUs, else 0)."""
+    replay_cpus: float = 1.0
+    """CPUs of the replay actor."""
+    inference_threads: int | None = None
+    """torch threads of each inference actor (None: its CPUs rounded down, at least 1)."""
+    learner_threads: int | None = None
+    """torch threads of each learner actor (None: its CPUs rounded down, at least 1). More threads
+    than CPUs oversubscribes the cores, which pays when the other actors are mostly idle."""
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    """Ray placement-group strategy for the run's actors."""
+    placement_timeout_s: float = 60.0
+    """Seconds to wait for the placement group before failing with what could not be placed."""
+
+    def __post_init__(self) -> None:
+        values = [self.worker_cpus, self.inference_cpus, self.learner_cpus, self.replay_cpus]
+        values += [g for g in (self.inference_gpus, self.learner_gpus) if g is not None]
+        if min(values) < 0 or self.placement_timeout_s <= 0:
+            raise ValueError("resources must be >= 0 and placement_timeout_s > 0")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """The actor-learner pipeline (used by both runners: `ray` and the one-process `local`)."""
+
+    rollout_workers: int = 1
+    """Rollout workers; the run's `num_envs` environments are split evenly between them."""
+    inference_actors: int = 1
+    """Inference actors (one per GPU on a cluster); workers are assigned round-robin."""
+    learners: int = 1
+    """Learner actors; more than one trains data-parallel (torch.distributed: gloo on CPU, NCCL
+    on GPU), each on batch_size / learners transitions."""
+    chunk_steps: int = 1
+    """Vector steps a rollout worker takes per call (one call = chunk_steps x its env count)."""
+    max_steps_ahead: int = 64
+    """How many env steps collection may run ahead of the updates the paper's schedule asks for
+    (bounds the data/update ratio and every queue)."""
+    inference_max_batch: int = 64
+    """Most states one inference forward scores (dynamic micro-batching)."""
+    inference_max_wait_ms: float = 5.0
+    """Longest wait for more requests once one is queued."""
+    weight_sync_every: int = 2
+    """Learner updates between two weight broadcasts to inference."""
+    checkpoint_every: int = 0
+    """Env steps between checkpoints (0: only at the end of the run)."""
+    keep_checkpoints: int = 2
+    """Newest checkpoints kept on disk."""
+    resources: ResourcesConfig = ResourcesConfig()
+    """Ray resources of each actor."""
+
+    def __post_init__(self) -> None:
+        counts = [self.rollout_workers, self.inference_actors, self.learners, self.chunk_steps,
+                  self.inference_max_batch, self.weight_sync_every, self.keep_checkpoints]
+        if min(counts) < 1:
+            raise ValueError(
+                "rollout_workers, inference_actors, learners, chunk_steps, inference_max_batch, "
+                "weight_sync_every and keep_checkpoints must be >= 1"
+            )
+        if self.max_steps_ahead < 0 or self.checkpoint_every < 0 or self.inference_max_wait_ms < 0:
+            raise ValueError("max_steps_ahead, checkpoint_every and inference_max_wait_ms must be >= 0")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
-    """In-process training of SAC-GLAM or SAC-GLAM+HER (no Ray)."""
+    """Training SAC-GLAM, SAC-GLAM+HER (through the actor-learner pipeline) or PPO-GLAM."""
 
     algo: Literal["sac", "sac-her", "ppo"] = "sac-her"
     """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches; ppo: PPO-GLAM
@@ -275,8 +350,27 @@ class TrainConfig:
     """Where metrics (JSONL, CSV, TensorBoard), the config and the final checkpoint go."""
     progress: bool = True
     """Show a progress bar."""
+    runner: Literal["local", "ray"] = "local"
+    """SAC runs through the actor-learner pipeline: `ray` (actors on a Ray cluster) or `local`
+    (the same pipeline in one process, no Ray: for debugging and small runs). PPO runs in-process."""
+    address: str | None = None
+    """Ray cluster to join (`auto`, `ray://host:10001`, `host:6379`); None starts a local one."""
+    resume: Path | None = None
+    """A run directory to continue from its newest checkpoint (its config.json is used)."""
+    pipeline: PipelineConfig = PipelineConfig()
+    """Actors, batching, weight sync and checkpoints of the pipeline."""
 
     def __post_init__(self) -> None:
+        if self.num_envs % self.pipeline.rollout_workers:
+            raise ValueError(
+                f"num_envs={self.num_envs} must split evenly over pipeline.rollout_workers={self.pipeline.rollout_workers}"
+            )
+        if self.algo != "ppo" and self.sac.batch_size % self.pipeline.learners:
+            raise ValueError(
+                f"sac.batch_size={self.sac.batch_size} must split evenly over pipeline.learners={self.pipeline.learners}"
+            )
+        if self.algo == "ppo" and self.runner == "ray":
+            raise ValueError("PPO-GLAM runs in-process only: use runner='local' (the Ray pipeline is SAC's)")
         if self.algo == "ppo":
             if self.agent.critic != "value":
                 raise ValueError("algo='ppo' needs a value head: set agent.critic='value'")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -67,6 +67,10 @@ class SACLearner:
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
         self.updates = 0  # gradient steps applied
+        # Data-parallel learners set this (`distributed.average_gradients`): called after the
+        # backward with every gradient-holding parameter and whether this rank's losses were
+        # finite; returns whether all ranks' were. Gradients are averaged in place.
+        self.gradient_sync: Callable[[list[torch.Tensor], bool], bool] | None = None
 
     @property
     def alpha(self) -> float:
@@ -106,12 +110,22 @@ class SACLearner:
         )
         warming_up = self.warming_up
         loss = losses.critic if warming_up else losses.critic + losses.policy
-        self._check_finite({"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha})
+        named_losses = {"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha}
+        finite = all(bool(torch.isfinite(v)) for v in named_losses.values())
         self.optimizer.zero_grad(set_to_none=True)
         self.alpha_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if not warming_up:
-            losses.alpha.backward()
+        if finite:
+            loss.backward()
+            if not warming_up:
+                losses.alpha.backward()
+        all_finite = finite
+        if self.gradient_sync is not None:  # every rank takes part, even one whose losses broke
+            all_finite = self.gradient_sync(self._params + [self.log_alpha], finite)
+        if not all_finite:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            self._check_finite(named_losses)
+            raise NonFiniteLossError("another learner's loss was non-finite; the update was not applied on any learner")
         grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm or float("inf"))
         alpha_grad = self.log_alpha.grad
         if not torch.isfinite(grad_norm) or (alpha_grad is not None and not torch.isfinite(alpha_grad)):
@@ -148,7 +162,7 @@ class SACLearner:
         bad = [name for name, value in losses.items() if not torch.isfinite(value)]
         if bad:
             raise NonFiniteLossError(
-                f"non-finite {', '.join(bad)} loss ({', '.join(f'{n}={float(losses[n])}' for n in bad)}); "
+                f"non-finite {', '.join(bad)} loss ({', '.join(f'{n}={float(losses[n].detach())}' for n in bad)}); "
                 "the update was not applied (check rewards, learning rates and the entropy coefficient)"
             )
 

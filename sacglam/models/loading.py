@@ -14,6 +14,8 @@ Model names:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import importlib.util
 import os
 import shutil
@@ -126,6 +128,21 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+@contextmanager
+def _quiet_loading():
+    """No per-tensor progress bar from transformers while loading (it floods run logs, above all
+    from Ray actors); the caller's setting is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def load_language_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -153,7 +170,8 @@ def load_language_model(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
         )
         kwargs["device_map"] = {"": str(device)}
-    model = auto.from_pretrained(path, **kwargs)
+    with _quiet_loading():
+        model = auto.from_pretrained(path, **kwargs)
     if not load_in_4bit:
         model = model.to(device)
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -13,15 +13,23 @@ from tensorboardX import SummaryWriter
 
 
 class MetricsLogger:
-    """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard."""
+    """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard.
 
-    def __init__(self, directory: str | Path):
+    `keep_until` (a resumed run): records of earlier sessions past that env step are dropped
+    from the JSONL and CSV files, so the resumed run's records replace them.
+    """
+
+    def __init__(self, directory: str | Path, keep_until: int | None = None):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._jsonl = (self.directory / "metrics.jsonl").open("a")
+        jsonl = self.directory / "metrics.jsonl"
+        self._rows: list[dict[str, Any]] = []
+        if keep_until is not None and jsonl.exists():
+            self._rows = [r for r in map(json.loads, jsonl.read_text().splitlines()) if r["env_steps"] <= keep_until]
+            jsonl.write_text("".join(json.dumps(r) + "\n" for r in self._rows))
+        self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"
         self._columns: list[str] | None = None
-        self._rows: list[dict[str, Any]] = []
         self._tensorboard = SummaryWriter(str(self.directory / "tensorboard"))
 
     def log(self, env_steps: int, values: dict[str, Any]) -> None:

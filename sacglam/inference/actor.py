@@ -1,0 +1,32 @@
+"""The Ray inference actor: an `InferenceServer` behind a `MicroBatcher` (an async actor, so
+requests from every rollout worker are gathered into one shared-prefix forward)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from sacglam.config import AgentConfig
+from sacglam.inference.batching import MicroBatcher
+from sacglam.inference.server import InferenceServer
+
+
+class InferenceActor:
+    def __init__(self, agent_config: AgentConfig, max_batch: int, max_wait_ms: float, threads: int = 1):
+        self.server = InferenceServer(agent_config, threads=threads)
+        self.batcher = MicroBatcher(self.server.distributions_batch, max_batch, max_wait_ms / 1000.0)
+
+    async def distributions(self, observations: Sequence[str], candidates: Sequence[Sequence[str]]) -> tuple[np.ndarray, int]:
+        return await self.batcher.submit((observations, candidates), len(observations))
+
+    async def set_weights(self, version: int, state: dict[str, torch.Tensor]) -> int:
+        # Staged only: the batcher's next forward applies it (the event loop never runs during a forward).
+        return self.server.set_weights(version, state)
+
+    async def stats(self) -> dict[str, float]:
+        return self.server.stats() | {"inference/batches": self.batcher.batches}
+
+    async def ping(self) -> bool:
+        return True

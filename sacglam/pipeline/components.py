@@ -1,0 +1,52 @@
+"""The pipeline's components, built for one of the two runners.
+
+`build_local`: every component is a plain object in this process, called through `LocalHandle`s
+(one learner: a single learner on the whole batch computes the same update as data-parallel
+learners averaging their shares' gradients, since every loss is a batch mean).
+`build_ray` (in `ray_cluster`): the same classes as Ray actors in a placement group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sacglam.config import TrainConfig
+from sacglam.pipeline.handles import Handle, LocalHandle
+
+
+@dataclass
+class Components:
+    replay: Handle
+    inference: list[Handle]
+    workers: list[Handle]
+    learners: list[Handle]
+    dashboard: Any = None  # RayDashboardMetrics on Ray, None locally
+    dashboard_url: str | None = None
+    close: Callable[[], None] = field(default=lambda: None)
+
+
+def worker_seed(cfg: TrainConfig, index: int) -> int:
+    """Worker 0 uses the run's seed (so a one-worker run seeds its environments like the config says)."""
+    return cfg.seed + 104_729 * index
+
+
+def envs_per_worker(cfg: TrainConfig) -> int:
+    return cfg.num_envs // cfg.pipeline.rollout_workers
+
+
+def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
+    from sacglam.inference.server import InferenceServer
+    from sacglam.learner.service import LearnerService
+    from sacglam.replay_actor.service import ReplayService
+    from sacglam.rollout_workers.service import RolloutService
+
+    replay = LocalHandle(ReplayService(cfg.sac, cfg.env.goals, cfg.seed, checkpoints))
+    learner = LocalHandle(LearnerService(cfg, replay, warm_start=not resuming))  # first: it seeds torch and builds the agent like the Ray learners
+    inference = [LocalHandle(InferenceServer(cfg.agent)) for _ in range(cfg.pipeline.inference_actors)]
+    workers = [
+        LocalHandle(RolloutService(cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], replay))
+        for i in range(cfg.pipeline.rollout_workers)
+    ]
+    return Components(replay=replay, inference=inference, workers=workers, learners=[learner])

@@ -1,0 +1,301 @@
+"""The driver of the actor-learner pipeline: it schedules the components and does no learning
+itself.
+
+Schedule (the paper's, whatever the number of workers):
+- rollout workers collect in chunks; collection may run at most `pipeline.max_steps_ahead` env
+  steps ahead of the updates the schedule asks for, so the data/update ratio stays the paper's
+  (`gradient_steps` updates per `update_every` env steps) and every queue stays bounded;
+- learning starts once the buffer holds a batch and the `random_steps` are done; the learners then
+  owe `gradient_steps` updates per `update_every` env steps and are asked for them in one call;
+- after every `weight_sync_every` updates, rank 0's trainable state goes once into the object
+  store and every inference actor loads it (between two forwards);
+- evaluation (train and held-out goals, sampled and greedy) and checkpoints pause the learners
+  (a checkpoint pauses collection too, so it is consistent: no episode in flight).
+
+Runs on `LocalHandle`s (one process) or `RayHandle`s alike.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from sacglam.config import TrainConfig
+from sacglam.evaluation import OVERALL
+from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.pipeline.components import Components
+from sacglam.pipeline.handles import LocalFuture, resolve, resolve_all, wait_any
+from sacglam.training.metrics import MetricsLogger
+
+
+@dataclass
+class Counters:
+    """The driver's progress: saved in every checkpoint, restored by `--resume`."""
+
+    env_steps: int = 0
+    episodes: int = 0
+    updates: int = 0  # learner updates finished
+    learning_from: int | None = None  # env step at which updates started
+    published: int = -1  # newest weights version sent to inference
+    train_seconds: float = 0.0  # wall time outside evaluation and checkpoints
+    next_eval: int = 0
+    next_log: int = 0
+    next_checkpoint: int = 0
+    recent: list[tuple[int, int]] = field(default_factory=list)  # (episodes, successes) of recent chunks
+
+
+def updates_due(env_steps: int, learning_from: int | None, update_every: int, gradient_steps: int) -> int:
+    """Updates the schedule asks for once `env_steps` are collected (0 before learning starts)."""
+    if learning_from is None:
+        return 0
+    return ((env_steps - learning_from) // update_every + 1) * gradient_steps
+
+
+class PipelineDriver:
+    def __init__(self, cfg: TrainConfig, parts: Components, logger: MetricsLogger, store: CheckpointStore,
+                 counters: Counters, on_chunk: Callable[[PipelineDriver], None] | None = None):
+        self.cfg, self.parts, self.logger, self.store, self.c = cfg, parts, logger, store, counters
+        self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
+        self.in_flight: dict[Any, tuple[str, Any]] = {}
+        self.issued_steps = counters.env_steps  # collected + in flight
+        self.updates_issued = counters.updates
+        self.trained_through = counters.env_steps  # env steps whose updates have been asked for
+        self.train_metrics: dict[str, float] = {}
+        self.sync_stats: dict[str, float] = {}
+        self.max_lag = 0
+        self.latest_eval: dict[str, float] = {}
+        self.weights_nbytes = resolve(parts.learners[0].call("weights_nbytes"))
+        self.chunk = cfg.pipeline.chunk_steps * (cfg.num_envs // cfg.pipeline.rollout_workers)
+        self.idle_workers = list(range(len(parts.workers)))
+        self.bar = tqdm(total=cfg.total_env_steps, initial=counters.env_steps, disable=not cfg.progress,
+                        desc=f"{cfg.algo} ({cfg.runner})", unit="step")
+        self._clock = time.perf_counter()
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> dict[str, float]:
+        self.publish(wait=True)  # inference must hold the learner's weights before acting
+        while True:
+            self._tick()
+            if self.c.env_steps >= self.c.next_eval and not self._training():
+                self.evaluate()
+            if self._checkpoint_due() and not self.in_flight:
+                self.checkpoint()
+            if self._done():
+                break
+            self._issue_training()
+            self._issue_collection()
+            if not self.in_flight:
+                raise RuntimeError("pipeline stalled: nothing in flight and nothing to issue (a scheduling bug)")
+            finished, _ = wait_any(list(self.in_flight))
+            for future in finished:
+                self._finish(future)
+        self._tick()
+        if self.latest_eval.get("env_steps") != self.c.env_steps:
+            self.evaluate()
+        self.log()
+        self.checkpoint()
+        self.bar.close()
+        return {k: v for k, v in self.latest_eval.items() if k != "env_steps"}
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.c.train_seconds += now - self._clock
+        self._clock = now
+
+    def _pause(self) -> None:
+        """Time from here to the next `_tick` is not training time."""
+        self._tick()
+
+    def _resume_clock(self) -> None:
+        self._clock = time.perf_counter()
+
+    def _training(self) -> bool:
+        return any(kind == "train" for kind, _ in self.in_flight.values())
+
+    def _checkpoint_due(self) -> bool:
+        every = self.cfg.pipeline.checkpoint_every
+        return bool(every) and self.c.env_steps >= self.c.next_checkpoint
+
+    def _due(self) -> int:
+        sac = self.cfg.sac
+        return updates_due(self.c.env_steps, self.c.learning_from, sac.update_every, sac.gradient_steps)
+
+    def _done(self) -> bool:
+        return self.c.env_steps >= self.cfg.total_env_steps and not self.in_flight and self._due() <= self.c.updates
+
+    # ------------------------------------------------------------------ issuing
+
+    def _issue_training(self) -> None:
+        if self._training() or self._checkpoint_due() or self.c.env_steps >= self.c.next_eval:
+            return
+        due = self._due()
+        if due > self.updates_issued:
+            count = due - self.updates_issued
+            futures = [learner.call("train", count) for learner in self.parts.learners]
+            self.in_flight[futures[0]] = ("train", (futures, count))
+            self.updates_issued = due
+        self.trained_through = self.c.env_steps
+
+    def _issue_collection(self) -> None:
+        if self._checkpoint_due():
+            return
+        sac = self.cfg.sac
+        while self.idle_workers and self.issued_steps < self.cfg.total_env_steps:
+            ahead = self.issued_steps - self.trained_through
+            if self.c.learning_from is not None and ahead >= self.cfg.pipeline.max_steps_ahead:
+                return
+            index = self.idle_workers.pop(0)
+            explore = self.issued_steps < sac.random_steps
+            future = self.parts.workers[index].call("collect", self.cfg.pipeline.chunk_steps, explore)
+            self.in_flight[future] = ("collect", (index, explore))
+            self.issued_steps += self.chunk
+
+    # ------------------------------------------------------------------ results
+
+    def _finish(self, future: Any) -> None:
+        kind, info = self.in_flight.pop(future)
+        if kind == "collect":
+            self._collected(resolve(future), *info)
+        elif kind == "train":
+            futures, count = info
+            results = resolve_all(futures)
+            self.c.updates += count
+            self.train_metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
+            if self.c.updates - self.c.published >= self.cfg.pipeline.weight_sync_every:
+                self.publish()
+        elif kind == "sync":
+            resolve(future)
+            self._synced(*info)
+
+    def _collected(self, result: dict[str, Any], worker: int, explore: bool) -> None:
+        c = self.c
+        self.idle_workers.append(worker)
+        c.env_steps += result["env_steps"]
+        c.episodes += result["episodes"]
+        c.recent.append((result["episodes"], result["successes"]))
+        while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
+            c.recent.pop(0)
+        self.bar.update(result["env_steps"])
+        if self.parts.dashboard is not None:
+            self.parts.dashboard.count(result["env_steps"], result["episodes"])
+        if not explore:
+            if result["policy_version"] < 0 <= c.published:
+                self.publish()  # a restarted inference actor came back without weights
+            self.max_lag = max(self.max_lag, c.updates - result["policy_version"])
+        sac = self.cfg.sac
+        if c.learning_from is None and c.env_steps >= sac.random_steps:
+            if resolve(self.parts.replay.call("size")) >= sac.batch_size:
+                c.learning_from = c.env_steps
+        if c.env_steps >= c.next_log:
+            self.log()
+            c.next_log += self.cfg.log_every
+        if self.on_chunk is not None:
+            self.on_chunk(self)
+
+    # ------------------------------------------------------------------ weights, evaluation, logs, checkpoints
+
+    def publish(self, wait: bool = False) -> None:
+        """Rank 0's trainable state, once into the object store, to every inference actor."""
+        version = self.c.updates
+        weights = self.parts.learners[0].call("weights")
+        started = time.perf_counter()
+        futures = [inference.call("set_weights", version, weights) for inference in self.parts.inference]
+        self.c.published = version
+        if wait or all(isinstance(f, LocalFuture) for f in futures):  # local calls have already run
+            resolve_all(futures)
+            self._synced(started, version)
+        else:
+            for f in futures:
+                self.in_flight[f] = ("sync", (started, version))
+
+    def _synced(self, started: float, version: int) -> None:
+        self.sync_stats = {"sync/seconds": time.perf_counter() - started, "sync/bytes": self.weights_nbytes,
+                           "sync/version": version}
+
+    def evaluate(self) -> None:
+        self._pause()
+        results = resolve(self.parts.learners[0].call("evaluate"))
+        self.latest_eval = results | {"env_steps": self.c.env_steps}
+        self.logger.log(self.c.env_steps, results | {"time/train_seconds": self.c.train_seconds})
+        if self.parts.dashboard is not None:
+            self.parts.dashboard.record(results)
+        while self.c.next_eval <= self.c.env_steps:
+            self.c.next_eval += self.cfg.eval_every
+        self.bar.set_postfix(self._headline())
+        self._resume_clock()
+
+    def _headline(self) -> dict[str, str]:
+        out = {}
+        key = f"eval/{self.cfg.env.goals}/sampled/{OVERALL}"
+        if key in self.latest_eval:
+            out["eval"] = f"{self.latest_eval[key]:.2f}"
+        episodes = sum(e for e, _ in self.c.recent)
+        out["train"] = f"{sum(s for _, s in self.c.recent) / max(episodes, 1):.2f}"
+        if "alpha" in self.train_metrics:
+            out["alpha"] = f"{self.train_metrics['alpha']:.3g}"
+        out["lag"] = str(self.max_lag)
+        return out
+
+    def log(self) -> None:
+        c = self.c
+        episodes = sum(e for e, _ in c.recent)
+        stats = resolve(self.parts.replay.call("stats"))
+        for inference in self.parts.inference[:1]:
+            stats |= resolve(inference.call("stats"))
+        record = self.train_metrics | stats | self.sync_stats | {
+            "train/success": sum(s for _, s in c.recent) / max(episodes, 1),
+            "train/episodes": c.episodes,
+            "learner/gradient_steps": c.updates,
+            "inference/policy_lag_max": self.max_lag,
+            "time/train_seconds": c.train_seconds,
+            "time/env_steps_per_s": c.env_steps / max(c.train_seconds, 1e-9),
+            "time/updates_per_s": c.updates / max(c.train_seconds, 1e-9),
+        }
+        self.logger.log(c.env_steps, record)
+        if self.parts.dashboard is not None:
+            self.parts.dashboard.record(record)
+        self.bar.set_postfix(self._headline())
+        self.max_lag = 0
+
+    def checkpoint(self) -> Path:
+        """Everything a resumed run needs; collection and learning are idle here."""
+        self._pause()
+        c = self.c
+        tmp = self.store.begin(c.env_steps)
+        workers = resolve_all([w.call("get_state") for w in self.parts.workers])  # also flushes their hand-overs
+        saving = self.parts.replay.call("save", str(tmp))
+        torch.save(resolve(self.parts.learners[0].call("state_dict")), tmp / "learner.pt")
+        (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
+        (tmp / "driver.json").write_text(json.dumps(asdict(c)))
+        resolve(saving)
+        while c.next_checkpoint <= c.env_steps:
+            c.next_checkpoint += self.cfg.pipeline.checkpoint_every or self.cfg.total_env_steps
+        final = self.store.commit(tmp, c.env_steps)
+        # Inference continues from exactly the learner's weights, as a run resumed here does.
+        self.publish(wait=True)
+        self._resume_clock()
+        return final
+
+
+def restore(parts: Components, checkpoint: Path) -> Counters:
+    """Load a checkpoint into freshly built components (the replay actor restored itself)."""
+    state = torch.load(checkpoint / "learner.pt", weights_only=False)  # our own file: it holds a TransitionBatch
+    resolve_all([learner.call("load_state_dict", state) for learner in parts.learners])
+    workers = pickle.loads((checkpoint / "workers.pkl").read_bytes())
+    if len(workers) == len(parts.workers):
+        resolve_all([w.call("set_state", s) for w, s in zip(parts.workers, workers)])
+    else:  # a different worker count: the environments start fresh episodes
+        print(f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "
+              "open episodes are dropped and environments reset")
+    counters = Counters(**json.loads((checkpoint / "driver.json").read_text()))
+    counters.recent = [tuple(r) for r in counters.recent]
+    return counters

@@ -1,0 +1,175 @@
+"""Running the pipeline's components as Ray actors.
+
+- `connect`: join `--address` or start a local Ray (token authentication stays as Ray sets it:
+  on by default for local clusters since Ray 2.59; the token is in `~/.ray/auth_token`, shown by
+  `ray get-auth-token`, and the dashboard asks for it).
+- `plan`: one placement-group bundle per actor; GPUs for inference and learners when the cluster
+  has them. A request the cluster cannot hold fails before anything starts, naming what is short.
+- `build_ray`: the actors. Rollout workers, inference actors and the replay actor are restarted
+  by Ray when they die (calls to them are retried; the replay actor restores its newest
+  checkpoint); a learner that dies stops the run, which `--resume` continues from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sacglam.config import TrainConfig
+from sacglam.pipeline.components import Components, envs_per_worker, worker_seed
+from sacglam.pipeline.handles import RayHandle, resolve_all
+
+TOKEN_FILE = Path.home() / ".ray" / "auth_token"
+
+
+class ClusterTooSmallError(RuntimeError):
+    """The run asks for more resources than the Ray cluster has (or can free in time)."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    role: str
+    cpus: float
+    gpus: float
+
+    def resources(self) -> dict[str, float]:
+        # A placement-group bundle cannot be empty: an actor asking for nothing still gets a sliver.
+        out = {"CPU": self.cpus or 0.01}
+        if self.gpus:
+            out["GPU"] = self.gpus
+        return out
+
+
+def connect(address: str | None) -> str | None:
+    """Join or start Ray; returns the dashboard URL (None when there is no dashboard)."""
+    import ray
+
+    if not ray.is_initialized():
+        context = ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+    else:
+        context = ray.get_runtime_context()
+    url = getattr(context, "dashboard_url", None)
+    return f"http://{url}" if url and not url.startswith("http") else url
+
+
+def auth_note() -> str:
+    if os.environ.get("RAY_AUTH_MODE", "token") == "disabled":
+        return "Ray token authentication is disabled (RAY_AUTH_MODE=disabled)"
+    return f"the dashboard asks for the Ray token: `ray get-auth-token` prints it (stored in {TOKEN_FILE})"
+
+
+def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
+    res, p = cfg.pipeline.resources, cfg.pipeline
+    has_gpu = cluster.get("GPU", 0) > 0
+
+    def gpus(value: float | None) -> float:
+        return (1.0 if has_gpu else 0.0) if value is None else value
+
+    bundles = [Bundle("replay", res.replay_cpus, 0.0)]
+    bundles += [Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus)) for i in range(p.inference_actors)]
+    bundles += [Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus)) for i in range(p.learners)]
+    bundles += [Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0) for i in range(p.rollout_workers)]
+    return bundles
+
+
+def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
+    asked = {"CPU": sum(b.resources()["CPU"] for b in bundles), "GPU": sum(b.gpus for b in bundles)}
+    short = {k: v for k, v in asked.items() if v > cluster.get(k, 0.0) + 1e-9}
+    if short:
+        detail = ", ".join(f"{v:g} {k} (the cluster has {cluster.get(k, 0):g})" for k, v in short.items())
+        raise ClusterTooSmallError(
+            f"the run asks for {detail}: {len(bundles)} actors "
+            f"({', '.join(f'{b.role}: {b.cpus:g} CPU {b.gpus:g} GPU' for b in bundles)}). "
+            "Lower pipeline.resources.* (fractions are allowed) or the actor counts, or join a bigger "
+            "cluster with --address."
+        )
+
+
+def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from sacglam.inference.actor import InferenceActor
+    from sacglam.learner.service import LearnerService
+    from sacglam.pipeline.dashboard import RayDashboardMetrics
+    from sacglam.replay_actor.service import ReplayService
+    from sacglam.rollout_workers.service import RolloutService
+
+    url = connect(cfg.address)
+    cluster = ray.cluster_resources()
+    bundles = plan(cfg, cluster)
+    check_fits(bundles, cluster)
+    pg = placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy)
+    try:
+        ray.get(pg.ready(), timeout=cfg.pipeline.resources.placement_timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        remove_placement_group(pg)
+        raise ClusterTooSmallError(
+            f"the placement group ({len(bundles)} bundles) was not placed within "
+            f"{cfg.pipeline.resources.placement_timeout_s:g} s: the resources exist but are busy or spread "
+            "too thin for the placement strategy (`ray status` shows them); free them or raise "
+            "pipeline.resources.placement_timeout_s"
+        ) from None
+
+    run_id = uuid.uuid4().hex[:8]
+
+    def options(index: int, restart: bool) -> dict:
+        b = bundles[index]
+        out = {
+            "name": f"sacglam-{run_id}-{b.role}",
+            "num_cpus": b.resources()["CPU"],
+            "num_gpus": b.gpus,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index),
+            "max_restarts": -1 if restart else 0,
+            "max_task_retries": -1 if restart else 0,
+        }
+        return out
+
+    def threads(cpus: float, asked: int | None = None) -> int:
+        return asked or max(1, int(cpus))
+
+    res, p = cfg.pipeline.resources, cfg.pipeline
+    at = 0
+    replay = RayHandle(
+        ray.remote(ReplayService).options(**options(at, restart=True)).remote(cfg.sac, cfg.env.goals, cfg.seed, str(checkpoints)),
+        name=f"sacglam-{run_id}-{bundles[at].role}",
+    )
+    at += 1
+    inference = []
+    for _ in range(p.inference_actors):
+        actor = ray.remote(InferenceActor).options(**options(at, restart=True)).remote(
+            cfg.agent, p.inference_max_batch, p.inference_max_wait_ms, threads(res.inference_cpus, res.inference_threads)
+        )
+        inference.append(RayHandle(actor, name=f"sacglam-{run_id}-{bundles[at].role}"))
+        at += 1
+    learners = []
+    for rank in range(p.learners):
+        actor = ray.remote(LearnerService).options(**options(at, restart=False)).remote(
+            cfg, replay, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming
+        )
+        learners.append(RayHandle(actor))
+        at += 1
+    workers = []
+    for i in range(p.rollout_workers):
+        actor = ray.remote(RolloutService).options(**options(at, restart=True)).remote(
+            cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], replay, threads(res.worker_cpus)
+        )
+        workers.append(RayHandle(actor))
+        at += 1
+    resolve_all([h.call("ping") for h in [replay, *inference, *learners, *workers]])  # constructors done
+    if len(learners) > 1:
+        address, port = ray.get(learners[0].call("rendezvous"))
+        resolve_all([learner.call("join", address, port) for learner in learners])
+
+    def close() -> None:
+        for handle in [*workers, *learners, *inference, replay]:
+            ray.kill(handle.actor, no_restart=True)
+        remove_placement_group(pg)
+
+    return Components(
+        replay=replay, inference=inference, workers=workers, learners=learners,
+        dashboard=RayDashboardMetrics(cfg.output_dir.name), dashboard_url=url, close=close,
+    )

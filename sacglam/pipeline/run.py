@@ -1,0 +1,75 @@
+"""`run_pipeline(cfg)`: a SAC-GLAM(+HER) run through the actor-learner pipeline, fresh or resumed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from typing import Callable
+
+import torch
+
+from sacglam.config import TrainConfig
+from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.pipeline.components import build_local
+from sacglam.pipeline.driver import Counters, PipelineDriver, restore
+from sacglam.pipeline.handles import resolve
+from sacglam.training.metrics import MetricsLogger
+
+
+class RunDirectoryError(RuntimeError):
+    """The output directory does not fit the request (a fresh run over old checkpoints, or a
+    resume without any)."""
+
+
+def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print) -> dict[str, float]:
+    """Train; returns the final evaluation. With `cfg.resume`, continue that run directory from
+    its newest checkpoint (nothing after it is kept: metrics past it are dropped too)."""
+    if cfg.resume is not None:
+        cfg = replace(cfg, output_dir=cfg.resume)
+    store = CheckpointStore(cfg.output_dir / "checkpoints", keep=cfg.pipeline.keep_checkpoints)
+    latest = store.latest()
+    if cfg.resume is not None and latest is None:
+        raise RunDirectoryError(f"{cfg.resume} holds no complete checkpoint to resume from (no checkpoints/latest)")
+    if cfg.resume is None and store.root.exists() and any(store.root.iterdir()):
+        raise RunDirectoryError(
+            f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
+            "or choose another --output-dir (nothing was changed)"
+        )
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.resume is None:
+        (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
+    resumed_at = json.loads((latest / "driver.json").read_text())["env_steps"] if latest else None
+    logger = MetricsLogger(cfg.output_dir, keep_until=resumed_at)
+    torch.manual_seed(cfg.seed)
+    try:
+        if cfg.runner == "ray":
+            from sacglam.pipeline.ray_cluster import auth_note, build_ray
+
+            parts = build_ray(cfg, store.root, resuming=latest is not None)
+            if parts.dashboard_url:
+                announce(f"Ray dashboard: {parts.dashboard_url} ({auth_note()}); run metrics are the sacglam_* series")
+        else:
+            parts = build_local(cfg, store.root, resuming=latest is not None)
+    except BaseException:
+        logger.close()
+        raise
+    try:
+        if latest is not None:
+            counters = restore(parts, latest)
+            replay = resolve(parts.replay.call("stats"))
+            announce(
+                f"resumed {cfg.output_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
+                f"replay {replay['buffer/transitions']} transitions of {replay['buffer/episodes']} episodes"
+            )
+        else:
+            counters = Counters(next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps)
+            warm = resolve(parts.learners[0].call("warm_start"))
+            if warm:
+                logger.log(0, warm)
+        driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk)
+        final = driver.run()
+        torch.save(resolve(parts.learners[0].call("state_dict")), cfg.output_dir / "learner.pt")
+        return final
+    finally:
+        logger.close()
+        parts.close()

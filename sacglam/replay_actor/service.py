@@ -1,0 +1,62 @@
+"""The replay actor (a thin service over `ReplayBuffer`; Ray makes it remote, the local runner
+calls it directly): HER relabeling on insertion, batches in the configured sampling mode,
+snapshots into checkpoints, and restore from the newest checkpoint when (re)started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from sacglam.config import SACConfig
+from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.replay_actor.buffer import ReplayBuffer
+from sacglam.types import Episode, TransitionBatch
+
+SNAPSHOT = "replay"  # the buffer's directory inside a checkpoint
+
+
+class ReplayService:
+    """`checkpoints`: the run's checkpoint directory. When it holds a checkpoint, the buffer is
+    restored from the newest one, so a replay actor that Ray restarts comes back with its
+    snapshot (what was added after it is lost, as for any fault)."""
+
+    def __init__(self, sac: SACConfig, prior_goal_set: str, seed: int, checkpoints: str | Path | None = None):
+        self.sac = sac
+        latest = CheckpointStore(checkpoints).latest() if checkpoints is not None else None
+        if latest is not None:
+            self.buffer = ReplayBuffer.load(latest / SNAPSHOT)
+            self.restored_from: str | None = str(latest)
+        else:
+            self.buffer = ReplayBuffer(
+                sac.buffer_capacity, sac.gamma, her=sac.her, her_max_goals=sac.her_max_goals,
+                prior_goal_set=prior_goal_set, seed=seed,
+            )
+            self.restored_from = None
+
+    def add_episodes(self, episodes: Sequence[Episode]) -> int:
+        """Store (and relabel) the episodes; returns the relabels made."""
+        return sum(len(self.buffer.add(e)) for e in episodes)
+
+    def sample(self, batch_size: int) -> TransitionBatch:
+        sac = self.sac
+        return self.buffer.sample(batch_size, sac.n_step, sac.sampling, sac.relabeled_fraction)
+
+    def size(self) -> int:
+        return len(self.buffer)
+
+    def stats(self) -> dict[str, float]:
+        b = self.buffer
+        return {
+            "buffer/transitions": len(b),
+            "buffer/env_transitions": b.env_transitions,
+            "buffer/episodes": b.episodes,
+            "buffer/relabeled_fraction": b.relabeled_transitions / max(len(b), 1),
+            "buffer/added_episodes": b.added_episodes,
+        }
+
+    def save(self, directory: str | Path) -> None:
+        """Write the buffer into a checkpoint directory (Arrow IPC, atomic)."""
+        self.buffer.save(Path(directory) / SNAPSHOT)
+
+    def ping(self) -> bool:
+        return True

@@ -1,0 +1,61 @@
+"""The rollout worker as a service: a `RolloutWorker` wired to an inference handle (for pi) and a
+replay handle (for finished episodes). The Ray rollout-worker actor is this class, made remote;
+the local runner calls it directly. No algorithm logic lives here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sacglam.config import EnvConfig
+from sacglam.pipeline.handles import Handle, resolve
+from sacglam.rollout_workers.worker import RolloutWorker
+
+
+class RolloutService:
+    """At most one batch of episodes is on its way to the replay actor at a time (a bounded
+    queue): the next `collect` waits for the previous hand-over before sending its own."""
+
+    def __init__(self, env_config: EnvConfig, num_envs: int, seed: int, inference: Handle, replay: Handle, threads: int | None = None):
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        self.worker = RolloutWorker(env_config, num_envs, seed)
+        self.inference, self.replay = inference, replay
+        self._in_flight: Any = None
+
+    def _distributions(self, observations, candidates) -> tuple[np.ndarray, int]:
+        return resolve(self.inference.call("distributions", list(observations), [list(c) for c in candidates]))
+
+    def collect(self, vector_steps: int, explore: bool = False) -> dict[str, Any]:
+        """Step, hand the finished episodes to the replay actor, return the chunk's figures.
+        `explore`: uniform-random actions (the paper's optional random steps before learning)."""
+        got = self.worker.collect(vector_steps, None if explore else self._distributions)
+        self.flush()
+        if got.episodes:
+            self._in_flight = self.replay.call("add_episodes", got.episodes)
+        return {
+            "env_steps": got.env_steps,
+            "episodes": len(got.episodes),
+            "successes": sum(e.terminated for e in got.episodes),
+            "episode_steps": sum(len(e.actions) for e in got.episodes),
+            "policy_version": got.policy_version,
+        }
+
+    def flush(self) -> None:
+        """Wait until the last hand-over to the replay actor is done."""
+        if self._in_flight is not None:
+            pending, self._in_flight = self._in_flight, None
+            resolve(pending)
+
+    def get_state(self) -> bytes:
+        self.flush()
+        return self.worker.get_state()
+
+    def set_state(self, state: bytes) -> None:
+        self.worker.set_state(state)
+
+    def ping(self) -> bool:
+        return True

@@ -1,0 +1,250 @@
+"""The pipeline's pieces without Ray: handles, micro-batching, the inference service, rollout
+workers, checkpoints, the schedule, and a local-runner resume that equals an uninterrupted run."""
+
+import asyncio
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, SACConfig, TrainConfig
+from sacglam.inference.batching import MicroBatcher
+from sacglam.inference.server import InferenceServer
+from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.pipeline.dashboard import metric_name
+from sacglam.pipeline.driver import updates_due
+from sacglam.pipeline.handles import LocalFuture, LocalHandle, resolve
+from sacglam.pipeline.run import RunDirectoryError, run_pipeline
+from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
+
+TINY = AgentConfig(model="tiny-causal", lora_r=0, critic_width=32)
+
+
+# ---------------------------------------------------------------- handles and scheduling
+
+
+def test_local_handle_delivers_errors_at_resolve_like_ray():
+    class Box:
+        def double(self, x):
+            return 2 * x
+
+        def fail(self):
+            raise KeyError("boom")
+
+    box = LocalHandle(Box())
+    assert resolve(box.call("double", box.call("double", 3))) == 12  # futures as arguments resolve
+    future = box.call("fail")
+    with pytest.raises(KeyError, match="boom"):
+        resolve(future)
+
+
+def test_updates_follow_the_papers_schedule():
+    assert updates_due(1000, None, 32, 2) == 0
+    assert updates_due(128, 128, 32, 2) == 2  # learning starts with one update round
+    assert updates_due(128 + 31, 128, 32, 2) == 2
+    assert updates_due(128 + 32, 128, 32, 2) == 4
+    assert updates_due(128 + 320, 128, 32, 2) == 22
+
+
+def test_metric_names_are_valid_prometheus_names():
+    assert metric_name("eval/simple-train/sampled/all") == "sacglam_eval_simple_train_sampled_all"
+    assert metric_name("time/env_steps_per_s") == "sacglam_time_env_steps_per_s"
+
+
+# ---------------------------------------------------------------- micro-batching
+
+
+def test_micro_batcher_gathers_concurrent_requests_into_one_call_and_returns_each_its_own():
+    calls = []
+
+    def run_batch(requests):
+        calls.append([r for r in requests])
+        return [r * 10 for r in requests]
+
+    async def main():
+        batcher = MicroBatcher(run_batch, max_items=100, max_wait_s=0.05)
+        return await asyncio.gather(*(batcher.submit(i, size=1) for i in range(5)))
+
+    assert asyncio.run(main()) == [0, 10, 20, 30, 40]
+    assert calls == [[0, 1, 2, 3, 4]]
+
+
+def test_micro_batcher_never_exceeds_max_items_and_never_splits_a_request():
+    sizes = []
+
+    def run_batch(requests):
+        sizes.append(sum(n for _, n in requests))
+        return [name for name, _ in requests]
+
+    async def main():
+        batcher = MicroBatcher(run_batch, max_items=4, max_wait_s=0.01)
+        return await asyncio.gather(*(batcher.submit((f"r{i}", n), size=n) for i, n in enumerate([3, 3, 1, 6, 2])))
+
+    assert asyncio.run(main()) == ["r0", "r1", "r2", "r3", "r4"]
+    assert max(s for s in sizes if s != 6) <= 4 and 6 in sizes  # the oversized request ran alone
+    assert sum(sizes) == 15
+
+
+def test_micro_batcher_gives_every_caller_of_a_failed_batch_the_error():
+    def run_batch(requests):
+        raise RuntimeError("forward failed")
+
+    async def main():
+        batcher = MicroBatcher(run_batch, max_items=10, max_wait_s=0.01)
+        return await asyncio.gather(*(batcher.submit(i, 1) for i in range(3)), return_exceptions=True)
+
+    assert all(isinstance(r, RuntimeError) for r in asyncio.run(main()))
+
+
+# ---------------------------------------------------------------- inference service
+
+
+@pytest.fixture(scope="module")
+def server():
+    torch.manual_seed(0)
+    return InferenceServer(TINY)
+
+
+def _states(n, seed):
+    env = EnvConfig.variant("simple").make_vector(n)
+    obs, info = env.reset(seed=seed)
+    return obs, info["candidates"]
+
+
+def test_one_batched_forward_equals_each_request_alone(server):
+    requests = [_states(3, 0), _states(5, 1), _states(1, 2)]
+    together = server.distributions_batch(requests)
+    for (obs, cands), (probs, _) in zip(requests, together):
+        alone, _ = server.distributions(obs, cands)
+        np.testing.assert_allclose(probs, alone, atol=1e-5)
+        assert probs.shape == (len(obs), max(len(c) for c in cands))
+        np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
+
+
+def test_weights_are_staged_then_applied_before_the_next_forward_and_old_versions_are_ignored():
+    torch.manual_seed(0)
+    server = InferenceServer(TINY)
+    obs, cands = _states(4, 3)
+    before, version = server.distributions(obs, cands)
+    assert version == -1
+    state = {k: v + 0.05 * torch.randn_like(v) for k, v in server.agent.trainable_state_dict().items()}
+    assert server.set_weights(3, state) == 3
+    assert server.version == -1  # staged only
+    after, version = server.distributions(obs, cands)
+    assert version == 3 and not np.allclose(before, after)
+    assert server.set_weights(2, server.agent.trainable_state_dict()) == 3  # older: ignored
+    again, version = server.distributions(obs, cands)
+    assert version == 3 and np.allclose(after, again)
+
+
+# ---------------------------------------------------------------- rollout workers
+
+
+def test_sampled_actions_follow_the_probabilities_and_never_pick_padding():
+    rng = np.random.default_rng(0)
+    probs = np.array([[0.7, 0.3, 0.0], [0.1, 0.2, 0.7]], dtype=np.float32)
+    candidates = [["a", "b"], ["x", "y", "z"]]
+    picks = [sample_actions(probs, candidates, rng) for _ in range(4000)]
+    first = np.mean([p[0] == "a" for p in picks])
+    third = np.mean([p[1] == "z" for p in picks])
+    assert abs(first - 0.7) < 0.03 and abs(third - 0.7) < 0.03
+    assert all(p[0] in ("a", "b") for p in picks)
+
+
+def test_a_restored_worker_continues_exactly_like_the_original():
+    worker = RolloutWorker(EnvConfig.variant("simple"), 4, seed=5)
+    worker.collect(5, None)
+    state = worker.get_state()
+    ahead = worker.collect(20, None)
+    twin = RolloutWorker(EnvConfig.variant("simple"), 4, seed=99)
+    twin.set_state(state)
+    replay = twin.collect(20, None)
+    assert ahead.env_steps == replay.env_steps == 80
+    assert ahead.episodes == replay.episodes and ahead.episodes
+
+
+def test_episodes_from_a_worker_carry_the_partner_goals_and_candidates():
+    worker = RolloutWorker(EnvConfig.variant("simple"), 8, seed=1)
+    got = worker.collect(16, None)
+    assert got.episodes and got.env_steps == 128
+    for e in got.episodes:
+        assert len(e.states) == len(e.candidates) == len(e.actions) + 1 == len(e.achieved_goals) + 1
+        assert all(0 <= a < len(c) for a, c in zip(e.actions, e.candidates))
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def test_a_checkpoint_is_visible_only_once_committed_and_old_ones_are_pruned(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    assert store.latest() is None
+    tmp = store.begin(100)
+    (tmp / "part").write_text("x")
+    assert store.latest() is None  # half-written: invisible
+    for step in (100, 200, 300):
+        tmp = store.begin(step) if step != 100 else tmp
+        store.commit(tmp, step)
+        assert store.latest().name == f"step-{step:09d}"
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000000200", "step-000000300"]
+
+
+# ---------------------------------------------------------------- the local runner
+
+
+def _cfg(tmp_path, name, **changes):
+    base = TrainConfig(
+        algo="sac-her", agent=TINY, sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8, total_env_steps=512, eval_every=256, eval_episodes=4, log_every=64,
+        warm_start_steps=2, output_dir=tmp_path / name, progress=False,
+        pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=256),
+    )
+    return replace(base, **changes)
+
+
+def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_path):
+    whole = _cfg(tmp_path, "whole")
+    final_whole = run_pipeline(whole, announce=lambda _: None)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_first_checkpoint(driver):
+        if driver.store.latest() is not None:
+            raise Killed
+
+    cut = _cfg(tmp_path, "cut")
+    with pytest.raises(Killed):
+        run_pipeline(cut, on_chunk=kill_after_first_checkpoint)
+    messages = []
+    final_resumed = run_pipeline(replace(cut, resume=cut.output_dir), announce=messages.append)
+    assert "resumed" in messages[0] and "256 env steps" in messages[0]
+    assert final_resumed == final_whole
+    a = torch.load(whole.output_dir / "learner.pt", weights_only=False)["learner"]["agent"]
+    b = torch.load(cut.output_dir / "learner.pt", weights_only=False)["learner"]["agent"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    def losses(directory):
+        rows = [json.loads(x) for x in (directory / "metrics.jsonl").read_text().splitlines()]
+        return [(r["env_steps"], r["loss/critic"]) for r in rows if "loss/critic" in r]
+
+    assert losses(whole.output_dir) == losses(cut.output_dir)  # the resumed metrics replace the cut-off ones
+
+
+def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(tmp_path):
+    cfg = _cfg(tmp_path, "run", total_env_steps=64)
+    run_pipeline(cfg)
+    with pytest.raises(RunDirectoryError, match="--resume"):
+        run_pipeline(cfg)
+    with pytest.raises(RunDirectoryError, match="no complete checkpoint"):
+        run_pipeline(replace(cfg, resume=tmp_path / "elsewhere"))
+
+
+def test_pipeline_settings_are_validated_with_a_fix():
+    with pytest.raises(ValueError, match="split evenly over pipeline.rollout_workers"):
+        TrainConfig(num_envs=30, pipeline=PipelineConfig(rollout_workers=4))
+    with pytest.raises(ValueError, match="split evenly over pipeline.learners"):
+        TrainConfig(sac=SACConfig.with_her(batch_size=255), pipeline=PipelineConfig(learners=2))
+    with pytest.raises(ValueError, match=">= 1"):
+        PipelineConfig(weight_sync_every=0)
