@@ -5,6 +5,8 @@
     sacglam train --config tune_configs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
     sacglam train --config tune_configs/demo_ray_smollm2.yaml --runner ray [--address auto]
     sacglam train --resume runs/demo   # continue a killed run from its newest checkpoint
+    sacglam tune tune_configs/nstep_buffer.yaml [--form cpu|gpu] [--resume]
+    sacglam plot runs/tune/nstep_buffer-cpu
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import sys
 import time
 import warnings
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +95,25 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     return report
 
 
-def train(cfg: TrainConfig) -> dict[str, float]:
-    """Train in-process and print the final evaluation."""
-    from sacglam.pipeline.ray_cluster import ClusterTooSmallError
-    from sacglam.pipeline.run import RunDirectoryError
+def run_training(cfg: TrainConfig, announce=print) -> dict[str, float]:
+    """Train with the method's trainer (SAC: the pipeline, local or Ray; PPO: in-process); returns
+    the final evaluation."""
+    from sacglam.pipeline.run import run_pipeline
     from sacglam.training.ppo_trainer import train_ppo
-    from sacglam.training.sac_trainer import train_sac
 
+    return train_ppo(cfg) if cfg.algo == "ppo" else run_pipeline(cfg, announce=announce)
+
+
+def train(cfg: TrainConfig) -> dict[str, float]:
+    """Train and print the evaluation before and after."""
     import transformers
 
+    from sacglam.pipeline.ray_cluster import ClusterTooSmallError
+    from sacglam.pipeline.run import RunDirectoryError
+
     transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
-    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     try:
-        final = train_ppo(cfg) if cfg.algo == "ppo" else train_sac(cfg)
+        final = run_training(cfg)
     except (RunDirectoryError, ClusterTooSmallError) as error:
         raise SystemExit(f"sacglam: {error}") from None
     if cfg.resume is not None:
@@ -121,7 +129,63 @@ def train(cfg: TrainConfig) -> dict[str, float]:
     return final
 
 
-COMMANDS = {"evaluate": (EvalConfig, evaluate), "train": (TrainConfig, train)}
+@dataclass(frozen=True)
+class TuneArgs:
+    """Run an experiment file of tune_configs/ as a Ray Tune grid (one trial per grid point and seed)."""
+
+    experiment: tyro.conf.Positional[Path]
+    """The experiment file, e.g. tune_configs/nstep_buffer.yaml."""
+    form: str = "cpu"
+    """Which form of the experiment: `cpu` (this machine) or `gpu` (the paper's sizes)."""
+    storage: Path = Path("runs/tune")
+    """Where Tune keeps the experiment (<storage>/<experiment>-<form>/)."""
+    resume: bool = False
+    """Continue an interrupted grid: unfinished and errored trials resume from their checkpoints."""
+    address: str | None = None
+    """Ray cluster to join; None starts a local one."""
+
+
+@dataclass(frozen=True)
+class PlotArgs:
+    """Plot an experiment made by `sacglam tune`: plot.png and summary.md in its directory."""
+
+    directory: tyro.conf.Positional[Path]
+    """The experiment directory, e.g. runs/tune/nstep_buffer-cpu."""
+    metric: str | None = None
+    """Metric to plot (default: the experiment's, or the sampled train-goal success)."""
+
+
+def tune(args: TuneArgs) -> Path:
+    from sacglam.experiments.results import plot_experiment
+    from sacglam.experiments.tune_runner import run_grid
+
+    try:
+        directory = run_grid(args.experiment, args.form, args.storage, args.resume, args.address)
+    except (ConfigError, FileExistsError, FileNotFoundError) as error:
+        raise SystemExit(f"sacglam: {error}") from None
+    png, summary = plot_experiment(directory)
+    print(summary.read_text())
+    print(f"results: {directory / 'results.csv'} (also .parquet); plot: {png}; summary: {summary}")
+    return directory
+
+
+def plot(args: PlotArgs) -> None:
+    from sacglam.experiments.results import plot_experiment
+
+    try:
+        png, summary = plot_experiment(args.directory, args.metric)
+    except FileNotFoundError as error:
+        raise SystemExit(f"sacglam: {error}") from None
+    print(summary.read_text())
+    print(f"plot: {png}; summary: {summary}")
+
+
+COMMANDS = {
+    "evaluate": (EvalConfig, evaluate),
+    "train": (TrainConfig, train),
+    "tune": (TuneArgs, tune),
+    "plot": (PlotArgs, plot),
+}
 
 
 def parse(args: list[str]) -> EvalConfig | TrainConfig:

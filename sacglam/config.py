@@ -202,8 +202,27 @@ class PPOConfig:
     """Global gradient-norm clipping."""
     normalize_advantages: bool = True
     """Normalise advantages per minibatch."""
+    loss: Literal["clip", "kl"] = "clip"
+    """Policy loss: the clipped surrogate (paper eq. 4) or the KL-penalised one (eq. 5)."""
+    kl_coef: float = 0.1
+    """beta of the KL loss: KL(pi_old(.|s, g) || pi(.|s, g')) (the paper does not give its value)."""
+    her: bool = False
+    """PPO with HER (appendix G): each rollout is also relabeled with the social partner's goals;
+    relabeled transitions keep the behaviour policy's probabilities for the original goal."""
+    her_aligned: bool = False
+    """Relabel only with sub-goals of the episode's goal (`sacglam.envs.goals.is_subgoal`)."""
+    her_centered: bool = False
+    """Clip around each relabeled transition's first-epoch ratio instead of 1 (clip loss only)."""
+    her_ratio: float = 1.0
+    """At most this many relabeled transitions per environment transition in an update."""
 
     def __post_init__(self) -> None:
+        if (self.her_aligned or self.her_centered) and not self.her:
+            raise ValueError("her_aligned and her_centered are options of PPO with HER: set her=True")
+        if self.her_centered and self.loss != "clip":
+            raise ValueError("her_centered moves the clipping range: it needs loss='clip'")
+        if self.kl_coef < 0 or self.her_ratio < 0:
+            raise ValueError("kl_coef and her_ratio must be >= 0")
         if min(self.rollout_steps, self.epochs, self.minibatch_size) < 1:
             raise ValueError("rollout_steps, epochs and minibatch_size must be >= 1")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):

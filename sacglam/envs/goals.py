@@ -192,3 +192,41 @@ def goal_type_shares(name: str) -> dict[str, float]:
     for goal in goal_set:
         counts[goal_type(goal)] += 1
     return {t: c / len(goal_set) for t, c in counts.items()}
+
+
+# ---------------------------------------------------------------- sub-goals (PPO with HER, appendix G)
+
+
+def _all_objects() -> tuple[SceneObject, ...]:
+    from sacglam.envs.vocabulary import TYPES
+
+    return tuple((color, type_) for color in COLORS for type_ in TYPES)
+
+
+def _covers(general: GoalPart, specific: GoalPart) -> bool:
+    """Every event that achieves `specific` also achieves `general` (same verb, and every object
+    matching `specific` matches `general`)."""
+    return general.verb == specific.verb and all(general.matches(o) for o in _all_objects() if specific.matches(o))
+
+
+def _needed_grasp(grasp: GoalPart, grow: GoalPart) -> bool:
+    """Growing anything `grow` matches needs holding a supply; `grasp` is needed when it matches
+    every supply that can grow one of those objects (water for plants; food or water for animals)."""
+    from sacglam.envs.vocabulary import can_grow
+
+    targets = [o for o in _all_objects() if grow.matches(o)]
+    supplies = [o for o in _all_objects() if any(can_grow(o[1], t[1]) for t in targets)]
+    return grasp.verb == GRASP and bool(supplies) and all(grasp.matches(s) for s in supplies)
+
+
+@cache
+def is_subgoal(candidate: str, goal: str) -> bool:
+    """True when every way of achieving `goal` achieves `candidate` on the way (or at the end):
+    the "aligned" relabels of the paper's appendix G. For `Grasp red lion`: `Grasp any animal`
+    (a generalization); for `Grow red lion`: `Grow any animal` and `Grasp any supply` (growing an
+    animal needs holding food or water); for `A then B`: the sub-goals of A and of B, and `A' then
+    B'` with A' covering A and B' covering B. The goal itself counts."""
+    c, g = parse_goal(candidate), parse_goal(goal)
+    if len(c) == 2:
+        return len(g) == 2 and _covers(c[0], g[0]) and _covers(c[1], g[1])
+    return any(_covers(c[0], part) or (part.verb == GROW and _needed_grasp(c[0], part)) for part in g)

@@ -22,6 +22,8 @@ class Rollout:
     old_log_prob: torch.Tensor  # (M,) float32: log pi_old(a|s) when the action was taken
     advantages: torch.Tensor  # (M,) float32
     returns: torch.Tensor  # (M,) float32: advantages + V_old(s)
+    behavior_log_pi: torch.Tensor | None = None  # (M, C_max) float32, -inf at padding: pi_old(.|s, g) (KL loss)
+    clip_center: torch.Tensor | None = None  # (M,) float32: centre of the clipping range (1 unless centred HER)
 
 
 class PPOLearner:
@@ -45,10 +47,15 @@ class PPOLearner:
                 out = self.agent(
                     self.agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
                 )
+                behavior = None
+                if rollout.behavior_log_pi is not None:
+                    behavior = rollout.behavior_log_pi[rows][:, : out.log_pi.shape[1]].to(device)
+                center = rollout.clip_center[rows].to(device) if rollout.clip_center is not None else None
                 losses = ppo_losses(
                     out.log_pi, out.mask, rollout.actions[rows].to(device), rollout.old_log_prob[rows].to(device),
                     rollout.advantages[rows].to(device), rollout.returns[rows].to(device), out.value,
                     cfg.clip, cfg.vf_coef, cfg.ent_coef, cfg.normalize_advantages,
+                    loss=cfg.loss, kl_coef=cfg.kl_coef, clip_center=center, behavior_log_pi=behavior,
                 )
                 if not torch.isfinite(losses.total):
                     raise NonFiniteLossError(f"non-finite PPO loss {float(losses.total)}; the update was not applied")

@@ -45,12 +45,19 @@ def generalized_advantages(
 
 
 class PPOLosses(NamedTuple):
-    policy: torch.Tensor  # scalar: clipped surrogate, to minimise
+    policy: torch.Tensor  # scalar: the policy loss (clipped surrogate or KL-penalised), to minimise
     value: torch.Tensor  # scalar: 0.5 E[(V - R)^2]
     entropy: torch.Tensor  # scalar: mean policy entropy (a bonus: subtracted in the total)
     total: torch.Tensor  # policy + vf_coef * value - ent_coef * entropy
-    clip_fraction: torch.Tensor  # scalar, detached: share of ratios outside [1 - clip, 1 + clip]
+    clip_fraction: torch.Tensor  # scalar, detached: share of ratios outside [center - clip, center + clip]
     approx_kl: torch.Tensor  # scalar, detached: E[(ratio - 1) - log ratio]
+
+
+def candidate_kl(behavior_log_pi: torch.Tensor, log_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """KL(behaviour || pi) over each state's candidates. (B, C) x2 + mask -> (B,)"""
+    b = behavior_log_pi.masked_fill(~mask, 0.0)
+    p = log_pi.masked_fill(~mask, 0.0)
+    return (b.exp() * (b - p)).masked_fill(~mask, 0.0).sum(-1)
 
 
 def ppo_losses(
@@ -65,22 +72,39 @@ def ppo_losses(
     vf_coef: float,
     ent_coef: float,
     normalize_advantages: bool = True,
+    loss: str = "clip",
+    kl_coef: float = 0.0,
+    clip_center: torch.Tensor | None = None,
+    behavior_log_pi: torch.Tensor | None = None,
 ) -> PPOLosses:
-    """Clipped PPO (Schulman et al., 2017) over each state's candidates.
+    """PPO (Schulman et al., 2017) over each state's candidates, with the paper's appendix G options.
 
     Shapes: log_pi, mask (B, C); actions, old_log_prob, advantages, returns, values (B,).
+    - `loss="clip"`: -E[min(r A, clip(r, c - clip, c + clip) A)], c = `clip_center` (B,) or 1.
+    - `loss="kl"`: -E[r A] + kl_coef E[KL(pi_old(.|s, g) || pi(.|s, g'))], with `behavior_log_pi`
+      (B, C) the behaviour policy's log-probs over the same candidates (for the original goal g).
+    The ratio r is pi(a|s, g') / pi_old(a|s, g): for a relabeled transition it is not 1 even at
+    the first epoch.
     """
     if normalize_advantages and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     new_log_prob = log_pi.gather(1, actions[:, None]).squeeze(1)
     log_ratio = new_log_prob - old_log_prob
     ratio = log_ratio.exp()
-    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
-    policy = -surrogate.mean()
+    center = torch.ones_like(ratio) if clip_center is None else clip_center
+    if loss == "clip":
+        clipped = torch.clamp(ratio, center - clip, center + clip)
+        policy = -torch.minimum(ratio * advantages, clipped * advantages).mean()
+    elif loss == "kl":
+        if behavior_log_pi is None:
+            raise ValueError("loss='kl' needs behavior_log_pi, the behaviour policy's log-probs over the candidates")
+        policy = -(ratio * advantages).mean() + kl_coef * candidate_kl(behavior_log_pi, log_pi, mask).mean()
+    else:
+        raise ValueError(f"unknown PPO loss {loss!r}; choose 'clip' or 'kl'")
     value = 0.5 * (values - returns).pow(2).mean()
     clean = log_pi.masked_fill(~mask, 0.0)  # no 0 * -inf in the backward pass
     entropy = -(clean.exp() * clean).masked_fill(~mask, 0.0).sum(-1).mean()
     with torch.no_grad():
-        clip_fraction = ((ratio - 1).abs() > clip).float().mean()
+        clip_fraction = ((ratio - center).abs() > clip).float().mean()
         approx_kl = ((ratio - 1) - log_ratio).mean()
     return PPOLosses(policy, value, entropy, policy + vf_coef * value - ent_coef * entropy, clip_fraction, approx_kl)

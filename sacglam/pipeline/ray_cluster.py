@@ -89,7 +89,7 @@ def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
 
 def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import get_current_placement_group, placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from sacglam.inference.actor import InferenceActor
@@ -101,12 +101,17 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     url = connect(cfg.address)
     cluster = ray.cluster_resources()
     bundles = plan(cfg, cluster)
-    check_fits(bundles, cluster)
-    pg = placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy)
+    # Inside a Ray Tune trial, the trial's placement group already holds one bundle per actor
+    # after the trial's own (`sacglam.experiments.tune_runner.trial_bundles`).
+    pg, offset, own_group = get_current_placement_group(), 1, False
+    if pg is None:
+        check_fits(bundles, cluster)
+        pg, offset, own_group = placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy), 0, True
     try:
         ray.get(pg.ready(), timeout=cfg.pipeline.resources.placement_timeout_s)
     except ray.exceptions.GetTimeoutError:
-        remove_placement_group(pg)
+        if own_group:
+            remove_placement_group(pg)
         raise ClusterTooSmallError(
             f"the placement group ({len(bundles)} bundles) was not placed within "
             f"{cfg.pipeline.resources.placement_timeout_s:g} s: the resources exist but are busy or spread "
@@ -122,7 +127,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
             "name": f"sacglam-{run_id}-{b.role}",
             "num_cpus": b.resources()["CPU"],
             "num_gpus": b.gpus,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index),
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index + offset),
             "max_restarts": -1 if restart else 0,
             "max_task_retries": -1 if restart else 0,
         }
@@ -167,7 +172,8 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     def close() -> None:
         for handle in [*workers, *learners, *inference, replay]:
             ray.kill(handle.actor, no_restart=True)
-        remove_placement_group(pg)
+        if own_group:
+            remove_placement_group(pg)
 
     return Components(
         replay=replay, inference=inference, workers=workers, learners=learners,

@@ -7,9 +7,24 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from tensorboardX import SummaryWriter
+
+Listener = Callable[[int, dict[str, Any]], None]
+_LISTENERS: list[Listener] = []
+
+
+@contextmanager
+def metrics_listener(listener: Listener) -> Iterator[None]:
+    """Within the block, every record any `MetricsLogger` of this process logs is also passed to
+    `listener(env_steps, values)` (how a Ray Tune trial reports what the run logs)."""
+    _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _LISTENERS.remove(listener)
 
 
 class MetricsLogger:
@@ -41,6 +56,8 @@ class MetricsLogger:
             if isinstance(value, (int, float)) and math.isfinite(value):
                 self._tensorboard.add_scalar(name, value, env_steps)
         self._write_csv()
+        for listener in list(_LISTENERS):
+            listener(env_steps, values)
 
     def _write_csv(self) -> None:
         # Columns are the union of every key seen so far; the file is rewritten when a new one appears.

@@ -1,0 +1,164 @@
+"""Experiment files (`tune_configs/<experiment>.yaml`): YAML data that describes a grid of runs.
+
+    description: what the experiment asks
+    metric: eval/simple-train/sampled/all      # the headline metric of plots and summaries
+    forms:                                     # one or more sizes of the same experiment
+      cpu:
+        base: cpu_simple_sac_her.yaml          # a training config, relative to the experiment file
+        set: {total_env_steps: 15000}          # overrides for every trial (nested or dotted keys)
+        variants:                              # optional named arms, each with its own overrides
+          sac-her: {}                          #   (and optionally its own `base`)
+          ppo: {base: cpu_simple_ppo.yaml}
+        grid:                                  # dotted config keys -> values: the cartesian product
+          sac.n_step: [1, 3, 5]
+        seeds: [0, 1, 2]                       # a grid axis like any other
+        trial: {cpus: 1, gpus: 0, threads: 1}  # resources of one trial (plus its Ray actors, if any)
+        max_concurrent: 2
+        max_failures: 1
+        metric: eval/simple-train/sampled/all  # optional: overrides the file's metric for this form
+
+Every trial's config is built and validated (`sacglam.config_io`) when the file is loaded, so a
+typo in a grid key fails before anything runs, naming the file, the trial and the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sacglam.config import TrainConfig
+from sacglam.config_io import ConfigError, from_dict
+
+FORM_KEYS = {"base", "set", "variants", "grid", "seeds", "trial", "max_concurrent", "max_failures", "metric"}
+TRIAL_KEYS = {"cpus", "gpus", "threads"}
+
+
+@dataclass(frozen=True)
+class TrialResources:
+    cpus: float = 1.0
+    gpus: float = 0.0
+    threads: int = 1  # torch threads of the trial's process
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run of the grid: a name, its coordinates (variant, grid values, seed) and its config."""
+
+    name: str
+    coordinates: dict[str, Any]
+    config: dict[str, Any]  # a TrainConfig as nested plain data (validated)
+
+    def train_config(self) -> TrainConfig:
+        return from_dict(TrainConfig, self.config, where=self.name)
+
+
+@dataclass(frozen=True)
+class ExperimentForm:
+    experiment: str
+    form: str
+    description: str
+    metric: str
+    trials: tuple[Trial, ...]
+    resources: TrialResources
+    max_concurrent: int
+    max_failures: int
+    grid_keys: tuple[str, ...] = field(default=())
+
+
+def _set_dotted(target: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    for part in parts[:-1]:
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise ConfigError(f"{key}: {part!r} is not a section")
+    target[parts[-1]] = value
+
+
+def _apply(target: dict, overrides: dict, where: str) -> None:
+    """Deep-merge `overrides` (nested mappings and/or dotted keys) into `target`."""
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{where}: expected a mapping of config overrides, got {overrides!r}")
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _apply(target[key], value, f"{where}.{key}")
+        else:
+            _set_dotted(target, str(key), copy.deepcopy(value))
+
+
+def _yaml(path: Path, where: str) -> dict:
+    if not path.exists():
+        raise ConfigError(f"{where}: {path} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {path} must hold a mapping")
+    return data
+
+
+def _label(value: Any) -> str:
+    return str(value).replace("/", "_").replace(" ", "")
+
+
+def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
+    """The trials of one form of an experiment file, every config validated."""
+    path = Path(path)
+    data = _yaml(path, str(path))
+    forms = data.get("forms")
+    if not isinstance(forms, dict) or not forms:
+        raise ConfigError(f"{path}: needs `forms:` with at least one form (e.g. cpu, gpu)")
+    if form not in forms:
+        raise ConfigError(f"{path}: no form {form!r}; this file has {', '.join(forms)} (choose with --form)")
+    spec = forms[form]
+    where = f"{path}:forms.{form}"
+    unknown = set(spec) - FORM_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(FORM_KEYS)}")
+    if "base" not in spec:
+        raise ConfigError(f"{where}: needs `base:`, a training config file (relative to {path.parent})")
+    trial_spec = spec.get("trial", {})
+    if set(trial_spec) - TRIAL_KEYS:
+        raise ConfigError(f"{where}.trial: unknown keys {sorted(set(trial_spec) - TRIAL_KEYS)}; allowed: {sorted(TRIAL_KEYS)}")
+    variants = spec.get("variants") or {"default": {}}
+    grid = spec.get("grid") or {}
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
+    seeds = spec.get("seeds", [0])
+    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(f"{where}.seeds: expected a list of integers, got {seeds!r}")
+    trials = []
+    for variant, variant_spec in variants.items():
+        variant_spec = dict(variant_spec or {})
+        base_file = path.parent / variant_spec.pop("base", spec["base"])
+        for values in itertools.product(*grid.values()):
+            for seed in seeds:
+                config = _yaml(base_file, f"{where}.variants.{variant}")
+                _apply(config, spec.get("set", {}), f"{where}.set")
+                _apply(config, variant_spec, f"{where}.variants.{variant}")
+                coordinates: dict[str, Any] = {"variant": variant}
+                for key, value in zip(grid, values):
+                    _set_dotted(config, key, copy.deepcopy(value))
+                    coordinates[key] = value
+                config["seed"] = seed
+                coordinates["seed"] = seed
+                parts = ([variant] if len(variants) > 1 or variant != "default" else [])
+                parts += [f"{key.split('.')[-1]}={_label(v)}" for key, v in zip(grid, values)] + [f"seed={seed}"]
+                name = ",".join(parts)
+                trial = Trial(name=name, coordinates=coordinates, config=config)
+                trial.train_config()  # validate now: a bad key fails before anything runs
+                trials.append(trial)
+    return ExperimentForm(
+        experiment=path.stem,
+        form=form,
+        description=str(data.get("description", "")),
+        metric=str(spec.get("metric", data.get("metric", ""))),
+        trials=tuple(trials),
+        resources=TrialResources(**trial_spec),
+        max_concurrent=int(spec.get("max_concurrent", 1)),
+        max_failures=int(spec.get("max_failures", 1)),
+        grid_keys=tuple(grid),
+    )

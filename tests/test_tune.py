@@ -1,0 +1,86 @@
+"""Experiment files and Ray Tune grids: every file in tune_configs/ expands into valid trials; a
+2x2 CPU grid with the tiny model runs end to end through Tune into one table and one plot."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sacglam.config_io import ConfigError
+from sacglam.experiments.spec import load_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = sorted(p for p in (ROOT / "tune_configs").glob("*.yaml") if "forms" in (yaml.safe_load(p.read_text()) or {}))
+
+
+def test_the_papers_experiments_are_all_there():
+    names = {p.stem for p in EXPERIMENTS}
+    assert {"figure2", "nstep_buffer", "update_freq", "her_sampling", "critic_arch", "ppo_her"} <= names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_every_experiment_has_a_cpu_and_a_gpu_form_of_valid_trials(path):
+    for form in ("cpu", "gpu"):
+        experiment = load_experiment(path, form)
+        assert experiment.trials
+        names = [t.name for t in experiment.trials]
+        assert len(set(names)) == len(names)  # one directory per trial
+        for trial in experiment.trials:
+            assert trial.train_config().seed == trial.coordinates["seed"]
+    gpu = load_experiment(path, "gpu")
+    assert len({t.coordinates["seed"] for t in gpu.trials}) == 4  # the paper's 4 seeds
+
+
+def test_nstep_buffer_grid_is_n_by_capacity_by_default():
+    experiment = load_experiment(ROOT / "tune_configs" / "nstep_buffer.yaml", "gpu")
+    cells = {(t.coordinates["sac.n_step"], t.coordinates["sac.buffer_capacity"]) for t in experiment.trials}
+    assert cells == {(n, c) for n in (1, 3, 5) for c in (10_000, 100_000, 1_000_000)}
+
+
+def _write(tmp_path, form) -> Path:
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({"description": "test grid", "forms": {"cpu": form}}))
+    return path
+
+
+def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_path):
+    path = _write(tmp_path, {"base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "grid": {"sac.n_stepp": [1, 3]}})
+    with pytest.raises(ConfigError, match=r"n_stepp.*did you mean 'n_step'"):
+        load_experiment(path)
+    with pytest.raises(ConfigError, match="no form 'gpu'"):
+        load_experiment(path, "gpu")
+
+
+@pytest.mark.slow
+def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
+    ray = pytest.importorskip("ray")
+    import pyarrow.parquet as pq
+
+    from sacglam.experiments.results import plot_experiment
+    from sacglam.experiments.tune_runner import run_grid
+
+    small = {"total_env_steps": 256, "eval_every": 128, "eval_episodes": 4, "log_every": 64, "num_envs": 8,
+             "warm_start_steps": 2, "agent": {"critic_width": 32}, "sac": {"batch_size": 16, "critic_warmup_updates": 2}}
+    path = _write(tmp_path, {
+        "base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "set": small,
+        "grid": {"sac.n_step": [1, 3]}, "seeds": [0, 1], "trial": {"cpus": 1, "threads": 1}, "max_concurrent": 2,
+    })
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        directory = run_grid(path, "cpu", storage=tmp_path / "tune")
+    finally:
+        ray.shutdown()
+    rows = pq.read_table(directory / "results.parquet").to_pylist()
+    trials = {r["trial"] for r in rows}
+    assert trials == {f"n_step={n},seed={s}" for n in (1, 3) for s in (0, 1)}
+    for trial in trials:
+        steps = [r["env_steps"] for r in rows if r["trial"] == trial]
+        assert len(steps) == len(set(steps)) and steps[0] == 0 and steps[-1] >= 256  # one row per trial and step
+    assert all(r["sac.n_step"] in (1, 3) and r["seed"] in (0, 1) for r in rows)
+    evaluated = [r for r in rows if r.get("eval/simple-train/sampled/all") is not None]
+    assert {r["env_steps"] for r in evaluated} >= {0, 128, 256}
+    assert (directory / "results.csv").read_text().count("\n") == len(rows) + 1
+    png, summary = plot_experiment(directory)
+    assert png.stat().st_size > 10_000
+    text = summary.read_text()
+    assert "n_step=1" in text and "n_step=3" in text and "| 2 |" in text  # two seeds per configuration
