@@ -1,2 +1,3 @@
-"""Learners: discrete SAC losses as pure functions (`sac_losses`) and the SAC-GLAM learner that
-owns the optimizers (`sac`). PPO-GLAM and the Ray learner actors come with issues 5-6."""
+"""Learners: discrete SAC losses as pure functions (`sac_losses`), the SAC-GLAM learner that owns
+the optimizers (`sac`), data-parallel gradient averaging (`distributed`), the learner service
+(`service`: the Ray learner actor), and PPO-GLAM (`ppo_losses`, `ppo`)."""

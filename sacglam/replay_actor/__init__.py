@@ -1,2 +1,3 @@
-"""Replay: hindsight relabeling with the social partner's goals (`her`) and the Arrow episode
-buffer with sample-time n-step targets (`buffer`). The Ray replay actor (issue 6) will wrap them."""
+"""Replay: hindsight relabeling with the social partner's goals (`her`), the Arrow episode buffer
+with sample-time n-step targets (`buffer`), and `service.ReplayService` (the replay actor:
+relabel on insert, batches, snapshots, restore on restart)."""

@@ -1,2 +1,3 @@
-"""The rollout side: turning environment steps into finished episodes (`recorder.EpisodeRecorder`).
-The Ray rollout workers (issue 6) will live here too, wrapping the same pieces."""
+"""The rollout side: `recorder.EpisodeRecorder` (vector-env steps -> finished episodes),
+`worker.RolloutWorker` (steps environments, samples from pi), and `service.RolloutService` (the
+worker wired to inference and replay handles: the Ray rollout-worker actor)."""
