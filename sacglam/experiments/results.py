@@ -40,12 +40,12 @@ def trial_rows(trial_name: str, coordinates: dict[str, Any], run_dir: Path) -> l
     return rows
 
 
-def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str, Path], trials: dict) -> Path:
+def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str, Path]) -> Path:
     rows = []
-    for name, path in sorted(trial_paths.items()):
-        run_dir = path / "run"
-        if (run_dir / "metrics.jsonl").exists():
-            rows += trial_rows(name, trials[name].coordinates, run_dir)
+    for trial in experiment.trials:  # the experiment's order: grid values as written, seeds last
+        run_dir = trial_paths[trial.name] / "run" if trial.name in trial_paths else None
+        if run_dir is not None and (run_dir / "metrics.jsonl").exists():
+            rows += trial_rows(trial.name, trial.coordinates, run_dir)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
     pq.write_table(table, experiment_dir / "results.parquet")
@@ -57,7 +57,10 @@ def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str,
 
 
 def _configuration(row: dict[str, Any], coordinate_keys: list[str]) -> str:
-    return ", ".join(f"{k}={row[k]}" for k in coordinate_keys if k != "seed" and row.get(k) is not None) or "default"
+    """`variant, key=value, ...` without the seed (the curves average over it)."""
+    parts = [] if row.get("variant") in (None, "default") else [str(row["variant"])]
+    parts += [f"{k.split('.')[-1]}={row[k]}" for k in coordinate_keys if k not in ("seed", "variant") and row.get(k) is not None]
+    return ", ".join(parts) or "default"
 
 
 def load_table(experiment_dir: Path) -> list[dict[str, Any]]:
@@ -117,7 +120,7 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
              info.get("description", ""), "", f"Metric: `{metric}`; mean ± std over seeds; area under the curve "
              f"normalised by the env-step range.", "",
              f"| configuration | seeds | final | env steps to {THRESHOLD} (per seed) | AUC |", "| --- | --- | --- | --- | --- |"]
-    for configuration, per_seed in sorted(data.items()):
+    for configuration, per_seed in data.items():  # in the experiment's trial order
         steps = sorted({s for points in per_seed.values() for s, _, _ in points})
         common = [s for s in steps if all(any(p[0] == s for p in pts) for pts in per_seed.values())]
         stats = [_mean_std([next(p[2] for p in pts if p[0] == s) for pts in per_seed.values()]) for s in common]

@@ -94,7 +94,6 @@ def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tu
     if not ray.is_initialized():
         ray.init(address=address, logging_level="WARNING")
     params = [{"trial": asdict(t), "threads": experiment.resources.threads} for t in experiment.trials]
-    by_name = {t.name: t for t in experiment.trials}
     bundles = trial_bundles(experiment.trials[0], experiment.resources)
     trainable = tune.with_resources(run_trial, tune.PlacementGroupFactory(bundles))
     if resume:
@@ -121,7 +120,7 @@ def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tu
         {"experiment": experiment.experiment, "form": form, "description": experiment.description,
          "metric": experiment.metric, "grid_keys": list(experiment.grid_keys), "source": str(path)}, indent=2))
     errors = [r for r in grid if r.error is not None]
-    write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in grid}, by_name)
+    write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in grid})
     if errors:
         print(f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
               f"rerun with --resume to retry them")
