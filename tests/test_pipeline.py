@@ -15,7 +15,7 @@ from sacglam.inference.server import InferenceServer
 from sacglam.pipeline.checkpoint import CheckpointStore
 from sacglam.pipeline.dashboard import metric_name
 from sacglam.pipeline.driver import updates_due
-from sacglam.pipeline.handles import LocalFuture, LocalHandle, resolve
+from sacglam.pipeline.handles import LocalHandle, resolve
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
 from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from sacglam.config import AgentConfig, PPOConfig
-from sacglam.envs.goals import SIMPLE_TRAIN_GOALS, TRAIN_GOALS, is_subgoal, parse_goal
+from sacglam.envs.goals import SIMPLE_TRAIN_GOALS, is_subgoal, parse_goal
 from sacglam.learner.ppo_losses import ppo_losses
 from sacglam.models.agent import GLAMAgent
 from sacglam.training.ppo_her import StepRecord, choose_segments, relabel_candidates, relabeled_transitions

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sacglam.experiments.results import write_results_table
-from sacglam.experiments.spec import ExperimentForm, Trial, load_experiment
+from sacglam.experiments.spec import Trial, load_experiment
 
 
 def trial_bundles(trial: Trial, resources) -> list[dict[str, float]]:
@@ -129,6 +129,3 @@ def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tu
 
 def _trial_name(config: dict) -> str:
     return config["__trial__"]["trial"]["name"]
-
-
-__all__ = ["ExperimentForm", "run_grid", "run_trial"]

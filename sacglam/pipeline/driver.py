@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import pickle
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
