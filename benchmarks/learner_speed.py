@@ -2,10 +2,11 @@
 
 Fills a replay buffer with uniform-random episodes of Playground-Text (full task by default:
 6 objects, 30 steps; HER on, 50/50 batches), then times `SACLearner.update` (critic + policy +
-alpha step, target critic swapped in for the next states) after a few warm-up updates. Also
+alpha step, target critic swapped in for the next states; with the next-state policy from the
+online weights, SAC's default, and from the target forward) after a few warm-up updates. Also
 times one inference forward of the same states, the unit the update is made of.
 
-    .venv/bin/python benchmarks/learner_speed.py [--batch-sizes 128 256] [--threads 2]
+    .venv/bin/python benchmarks/learner_speed.py [--batch-sizes 64 128 256] [--threads 1]
 
 Prints a table and writes benchmarks/results/learner_speed.json.
 """
@@ -26,11 +27,13 @@ class Args:
     """Training config whose agent and SAC settings are timed."""
     variant: str = "full"
     """Environment the batches come from: full (6 objects, 30 steps) or simple."""
-    batch_sizes: tuple[int, ...] = (128, 256)
+    batch_sizes: tuple[int, ...] = (64, 128, 256)
+    next_policies: tuple[str, ...] = ("online", "target")
+    """`SACConfig.next_policy` settings timed (target: one forward less per update)."""
     updates: int = 20
     """Timed updates per batch size (after 3 warm-up updates)."""
-    threads: int = 2
-    """torch threads."""
+    threads: int = 1
+    """torch threads (1: as each trial of the figure 2 benchmark runs)."""
     output: Path = Path("benchmarks/results/learner_speed.json")
 
 
@@ -59,25 +62,28 @@ def main(args: Args) -> None:
             buffer.add(episode)
     results = []
     for batch_size in args.batch_sizes:
-        learner = SACLearner(agent, replace(cfg.sac, critic_warmup_updates=0))
         batches = [buffer.sample(batch_size, cfg.sac.n_step, "ratio") for _ in range(args.updates + 3)]
-        for batch in batches[:3]:
-            learner.update(batch)
-        start = time.perf_counter()
-        for batch in batches[3:]:
-            learner.update(batch)
-        update_s = (time.perf_counter() - start) / args.updates
         with torch.inference_mode():
             start = time.perf_counter()
             for batch in batches[3:8]:
                 agent(agent.encode(batch.observations, batch.candidates), with_critic=False)
             forward_s = (time.perf_counter() - start) / 5
-        results.append({"batch_size": batch_size, "seconds_per_update": update_s, "updates_per_s": 1 / update_s,
-                        "seconds_per_policy_forward": forward_s, "update_in_forwards": update_s / forward_s})
-    print(f"{'batch':>6} {'s/update':>9} {'updates/s':>10} {'s/forward':>10} {'update/forward':>15}")
+        for next_policy in args.next_policies:
+            learner = SACLearner(agent, replace(cfg.sac, critic_warmup_updates=0, next_policy=next_policy))
+            for batch in batches[:3]:
+                learner.update(batch)
+            start = time.perf_counter()
+            for batch in batches[3:]:
+                learner.update(batch)
+            update_s = (time.perf_counter() - start) / args.updates
+            results.append({"batch_size": batch_size, "next_policy": next_policy, "seconds_per_update": update_s,
+                            "updates_per_s": 1 / update_s, "seconds_per_policy_forward": forward_s,
+                            "update_in_forwards": update_s / forward_s,
+                            "gradient_samples_per_s": batch_size / update_s})
+    print(f"{'batch':>6} {'next pi':>8} {'s/update':>9} {'updates/s':>10} {'samples/s':>10} {'s/forward':>10} {'update/forward':>15}")
     for r in results:
-        print(f"{r['batch_size']:>6} {r['seconds_per_update']:>9.3f} {r['updates_per_s']:>10.2f} "
-              f"{r['seconds_per_policy_forward']:>10.3f} {r['update_in_forwards']:>15.1f}")
+        print(f"{r['batch_size']:>6} {r['next_policy']:>8} {r['seconds_per_update']:>9.3f} {r['updates_per_s']:>10.2f} "
+              f"{r['gradient_samples_per_s']:>10.0f} {r['seconds_per_policy_forward']:>10.3f} {r['update_in_forwards']:>15.1f}")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"benchmark": "learner_speed", "config": args.config, "variant": args.variant,
                                        "threads": args.threads, "model": cfg.agent.model, "results": results}, indent=2))

@@ -139,6 +139,11 @@ class SACConfig:
     """Polyak rate of the target critic (the paper does not give it)."""
     critic_warmup_updates: int = 0
     """Gradient steps at the start that train the critic only (no policy or alpha update)."""
+    next_policy: Literal["online", "target"] = "online"
+    """Policy of the next-state expectation in the target (eq. 3). `online`: the current weights,
+    as in SAC; one extra LLM forward of the next states per update. `target`: log pi from the
+    target network's forward that already gives Q_target (a lagged policy, as DDPG and TD3 use a
+    target actor); one forward less per update (about 20% of an update's time)."""
     max_grad_norm: float | None = 1.0
     """Clip the global gradient norm of each step (None: no clipping)."""
     her: bool = False

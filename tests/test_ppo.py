@@ -97,6 +97,14 @@ def test_ppo_trainer_smoke_run_writes_metrics(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "ppo" / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in records if "loss/policy" in r]
     assert [r["env_steps"] for r in trained] == [64, 128] and trained[-1]["learner/gradient_steps"] == 8
+    assert_cumulative_episode_counts(trained)
+
+
+def assert_cumulative_episode_counts(records):
+    """Training records carry cumulative episode and success counts (figure 2's window success)."""
+    episodes, successes = [r["train/episodes"] for r in records], [r["train/successes"] for r in records]
+    assert episodes == sorted(episodes) and successes == sorted(successes) and episodes[-1] > 0
+    assert all(0 <= s <= e for s, e in zip(successes, episodes))
 
 
 def test_ppo_config_needs_a_value_head_and_whole_rollouts():

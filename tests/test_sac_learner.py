@@ -121,3 +121,24 @@ def test_twin_critic_update_trains_both_heads(buffer):
     moved = changed(before["agent"], snapshot(l)["agent"])
     assert any(k.startswith("critic.nets.0.") for k in moved) and any(k.startswith("critic.nets.1.") for k in moved)
     assert metrics["loss/critic"] > 0
+
+
+def test_target_next_policy_saves_a_forward_and_equals_online_while_the_weights_agree(buffer):
+    """`next_policy='target'` takes log pi(s') from the target forward: one LLM forward less, and
+    the same update as SAC's online next policy as long as target and online weights are equal
+    (a fresh learner); once they differ, the targets differ."""
+    batch = buffer.sample(16, n_step=3, mode="ratio")
+    metrics, forwards, learners = {}, {}, {}
+    for mode in ("online", "target"):
+        l = learners[mode] = learner(next_policy=mode)
+        calls = []
+        l.agent.register_forward_hook(lambda *_: calls.append(1))
+        metrics[mode] = l.update(batch)
+        forwards[mode] = len(calls)
+    assert forwards == {"online": 3, "target": 2}
+    for key in ("q/target", "loss/critic", "loss/policy", "entropy"):
+        assert metrics["target"][key] == pytest.approx(metrics["online"][key], rel=1e-5), key
+    for l in learners.values():  # the online weights moved, the targets only by tau: they now differ
+        l.update(batch)
+    second = {mode: l.update(batch)["q/target"] for mode, l in learners.items()}
+    assert second["target"] != pytest.approx(second["online"], rel=1e-6)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_ppo import assert_cumulative_episode_counts
+
 from sacglam.config import AgentConfig, SACConfig, TrainConfig
 from sacglam.config_io import load_yaml_config
 from sacglam.training.sac_trainer import train_sac
@@ -24,6 +26,7 @@ def test_a_short_run_writes_metrics_config_and_checkpoint(tmp_path):
     assert [r["env_steps"] for r in records if "eval/simple-test/greedy/all" in r] == [0, 128, 256]
     trained = [r for r in records if "loss/critic" in r]
     assert trained and all(r["learner/gradient_steps"] > 0 for r in trained)
+    assert_cumulative_episode_counts([r for r in records if "train/episodes" in r])
     assert (tmp_path / "run" / "learner.pt").exists() and (tmp_path / "run" / "metrics.csv").exists()
     assert json.loads((tmp_path / "run" / "config.json").read_text())["sac"]["her"] is True
     assert any((tmp_path / "run" / "tensorboard").iterdir())

@@ -2,8 +2,9 @@
 
 Per step (paper sections 2.1-2.2):
 1. forward the current states with gradients: log pi(.|s_t) and Q(s_t, .);
-2. forward the n-step next states without gradients, with the online weights (log pi(.|s_{t+k}))
-   and with the target critic's weights (Q_target(s_{t+k}, .));
+2. forward the n-step next states without gradients with the target critic's weights
+   (Q_target(s_{t+k}, .)) and, unless `next_policy` is `target` (the target forward's log pi is
+   used then), with the online weights (log pi(.|s_{t+k}));
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
    warm-up;
 4. one backward of critic + policy loss (the policy loss holds Q fixed), global-norm clipping,
@@ -87,9 +88,10 @@ class SACLearner:
         current = agent.encode(batch.observations, batch.candidates)
         following = agent.encode(batch.next_observations, batch.next_candidates)
         with torch.no_grad():
-            next_out = agent(following, with_critic=False)
             with swapped_parameters(agent, self.target):
-                next_q_target = agent(following).q
+                next_target = agent(following, with_critic=True)
+            next_q_target = next_target.q
+            next_out = next_target if cfg.next_policy == "target" else agent(following, with_critic=False)
         out = agent(current)
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]

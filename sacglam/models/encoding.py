@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Sequence
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -101,15 +102,21 @@ class CandidateTokenCache:
         return [self._ids[a] for a in actions]
 
 
+def _long(values: list) -> torch.Tensor:
+    """A (nested, rectangular) list of ints as a long tensor; through numpy, several times faster
+    than `torch.tensor` on Python lists."""
+    return torch.from_numpy(np.asarray(values, dtype=np.int64))
+
+
 def _candidate_index(candidates: Sequence[Sequence[str]], lengths: list[int]) -> CandidateIndex:
     counts = [len(c) for c in candidates]
     if min(counts, default=0) < 1:
         raise ValueError("every state needs at least one candidate action")
+    counts_array = np.asarray(counts, dtype=np.int64)
+    state = np.repeat(np.arange(len(counts)), counts_array)
+    slot = np.arange(len(state)) - np.repeat(np.cumsum(counts_array) - counts_array, counts_array)
     return CandidateIndex(
-        state=torch.tensor([b for b, n in enumerate(counts) for _ in range(n)]),
-        slot=torch.tensor([k for n in counts for k in range(n)]),
-        lengths=torch.tensor(lengths),
-        counts=torch.tensor(counts),
+        state=torch.from_numpy(state), slot=torch.from_numpy(slot), lengths=_long(lengths), counts=torch.from_numpy(counts_array)
     )
 
 
@@ -134,37 +141,36 @@ def encode_packed_causal(
     lengths = [len(p) + sum(len(a) for a in cs) for p, cs in zip(prompt_ids, cand_ids)]
     B, T = len(prompts), max(lengths)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((B, T), pad, dtype=torch.long)
-    position_ids = torch.zeros((B, T), dtype=torch.long)
-    segment = torch.full((B, T), -1, dtype=torch.long)  # 0: prompt, k+1: candidate k, -1: padding
+    # Rows are built as Python lists and turned into tensors once: per-slice tensor writes cost
+    # more than the forward pass itself for small models.
+    id_rows, position_rows, segment_rows = [], [], []  # segment 0: prompt, k+1: candidate k, -1: padding
     logit_rows, target_row, target_ids, target_candidate, candidate_last, prompt_last = [], [], [], [], [], []
     n = 0  # running candidate number over the batch
     for b, (p_ids, cs) in enumerate(zip(prompt_ids, cand_ids)):
         P = len(p_ids)
-        input_ids[b, :P] = torch.tensor(p_ids)
-        position_ids[b, :P] = torch.arange(P)
-        segment[b, :P] = 0
+        ids, positions, segments = list(p_ids), list(range(P)), [0] * P
         base = b * T
         shared_row = len(logit_rows)  # the prompt's last position predicts every first action token
         logit_rows.append(base + P - 1)
         prompt_last.append(base + P - 1)
-        start = P
         for k, a_ids in enumerate(cs):
-            L = len(a_ids)
-            input_ids[b, start : start + L] = torch.tensor(a_ids)
-            position_ids[b, start : start + L] = torch.arange(P, P + L)
-            segment[b, start : start + L] = k + 1
-            for j, token in enumerate(a_ids):
-                if j == 0:
-                    target_row.append(shared_row)
-                else:
-                    target_row.append(len(logit_rows))
-                    logit_rows.append(base + start + j - 1)
-                target_ids.append(token)
-                target_candidate.append(n)
+            start, L = len(ids), len(a_ids)
+            ids += a_ids
+            positions += range(P, P + L)
+            segments += [k + 1] * L
+            # token j > 0 is predicted at the candidate's position j - 1; token 0 at the prompt's end
+            target_row.append(shared_row)
+            target_row += range(len(logit_rows), len(logit_rows) + L - 1)
+            logit_rows += range(base + start, base + start + L - 1)
+            target_ids += a_ids
+            target_candidate += [n] * L
             candidate_last.append(base + start + L - 1)
-            start += L
             n += 1
+        padding = T - len(ids)
+        id_rows.append(ids + [pad] * padding)
+        position_rows.append(positions + [0] * padding)
+        segment_rows.append(segments + [-1] * padding)
+    input_ids, position_ids, segment = _long(id_rows), _long(position_rows), _long(segment_rows)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     same_block = segment[:, :, None] == segment[:, None, :]
     prompt_key = (segment == 0)[:, None, :]
@@ -174,12 +180,12 @@ def encode_packed_causal(
         input_ids=input_ids,
         position_ids=position_ids,
         attention_allowed=allowed,
-        logit_rows=torch.tensor(logit_rows),
-        target_row=torch.tensor(target_row),
-        target_ids=torch.tensor(target_ids),
-        target_candidate=torch.tensor(target_candidate),
-        candidate_last=torch.tensor(candidate_last),
-        prompt_last=torch.tensor(prompt_last),
+        logit_rows=_long(logit_rows),
+        target_row=_long(target_row),
+        target_ids=_long(target_ids),
+        target_candidate=_long(target_candidate),
+        candidate_last=_long(candidate_last),
+        prompt_last=_long(prompt_last),
         index=_candidate_index(candidates, [len(a) for cs in cand_ids for a in cs]),
     )
 

@@ -40,7 +40,8 @@ class Counters:
     """The driver's progress: saved in every checkpoint, restored by `--resume`."""
 
     env_steps: int = 0
-    episodes: int = 0
+    episodes: int = 0  # training episodes finished
+    successes: int = 0  # of which successful
     updates: int = 0  # learner updates finished
     learning_from: int | None = None  # env step at which updates started
     published: int = -1  # newest weights version sent to inference
@@ -180,6 +181,7 @@ class PipelineDriver:
         self.idle_workers.append(worker)
         c.env_steps += result["env_steps"]
         c.episodes += result["episodes"]
+        c.successes += result["successes"]
         c.recent.append((result["episodes"], result["successes"]))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
@@ -252,7 +254,8 @@ class PipelineDriver:
             stats |= resolve(inference.call("stats"))
         record = self.train_metrics | stats | self.sync_stats | {
             "train/success": sum(s for _, s in c.recent) / max(episodes, 1),
-            "train/episodes": c.episodes,
+            "train/episodes": c.episodes,  # cumulative: success over any window is a difference
+            "train/successes": c.successes,
             "learner/gradient_steps": c.updates,
             "inference/policy_lag_max": self.max_lag,
             "time/train_seconds": c.train_seconds,

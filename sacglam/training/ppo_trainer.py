@@ -100,7 +100,7 @@ def train_ppo(cfg: TrainConfig) -> dict[str, float]:
     obs, info = vec.reset(seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     recent = deque(maxlen=200)
-    env_steps, train_seconds = 0, 0.0
+    env_steps, train_seconds, episodes, successful = 0, 0.0, 0, 0
     bar = tqdm(total=cfg.total_env_steps, disable=not cfg.progress, desc="ppo", unit="step")
     evaluate = EvaluationSchedule(agent, cfg, logger, bar)
     while True:
@@ -112,6 +112,7 @@ def train_ppo(cfg: TrainConfig) -> dict[str, float]:
             agent, vec, obs, info, ppo.rollout_steps // cfg.num_envs, ppo, generator
         )
         recent.extend(successes)
+        episodes, successful = episodes + len(successes), successful + sum(successes)
         metrics = learner.update(rollout)
         env_steps += ppo.rollout_steps
         train_seconds += time.perf_counter() - start
@@ -121,6 +122,8 @@ def train_ppo(cfg: TrainConfig) -> dict[str, float]:
             metrics
             | {
                 "train/success": sum(recent) / max(len(recent), 1),
+                "train/episodes": episodes,  # cumulative, as the SAC driver logs them
+                "train/successes": successful,
                 "ppo/relabeled_transitions": relabeled,
                 "learner/gradient_steps": learner.updates,
                 "time/train_seconds": train_seconds,
