@@ -135,6 +135,12 @@ class SACConfig:
     """Initial entropy coefficient (0.05 with HER in the paper)."""
     target_entropy: float = 0.0
     """Entropy target in nats (0.01 with HER in the paper)."""
+    target_entropy_ratio: float | None = None
+    """When set, each state's entropy target is this fraction of its maximum entropy,
+    log(number of candidates), instead of `target_entropy` (states differ in their candidate
+    counts: 3 to 9 on the full task)."""
+    alpha_min: float = 0.0
+    """Floor of the entropy coefficient (0: none); the learning notes saw alpha decay to 5e-4."""
     tau: float = 0.01
     """Polyak rate of the target critic (the paper does not give it)."""
     critic_warmup_updates: int = 0
@@ -166,6 +172,10 @@ class SACConfig:
             (self.batch_size >= 1 and self.update_every >= 1 and self.gradient_steps >= 1,
              "batch_size, update_every and gradient_steps must be >= 1"),
             (self.alpha_init > 0, f"alpha_init must be > 0, got {self.alpha_init}"),
+            (0.0 <= self.alpha_min <= self.alpha_init,
+             f"alpha_min must be in [0, alpha_init={self.alpha_init}], got {self.alpha_min}"),
+            (self.target_entropy_ratio is None or 0.0 <= self.target_entropy_ratio <= 1.0,
+             f"target_entropy_ratio must be in [0, 1] (a fraction of log(#candidates)), got {self.target_entropy_ratio}"),
             (0.0 < self.tau <= 1.0, f"tau must be in (0, 1], got {self.tau}"),
             (0.0 <= self.relabeled_fraction <= 1.0, f"relabeled_fraction must be in [0, 1], got {self.relabeled_fraction}"),
             (self.sampling == "uniform" or self.her, f"sampling={self.sampling!r} needs her=True (it balances relabeled transitions)"),

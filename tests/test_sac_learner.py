@@ -142,3 +142,23 @@ def test_target_next_policy_saves_a_forward_and_equals_online_while_the_weights_
         l.update(batch)
     second = {mode: l.update(batch)["q/target"] for mode, l in learners.items()}
     assert second["target"] != pytest.approx(second["online"], rel=1e-6)
+
+
+def test_alpha_never_falls_below_its_floor(buffer):
+    """With a learning rate that drives alpha down fast (the policy's entropy is far above a 0
+    target), alpha stops at `alpha_min`; without the floor it goes below."""
+    floors = {}
+    for alpha_min in (0.0, 0.04):
+        l = learner(alpha_init=0.05, alpha_lr=0.5, alpha_min=alpha_min, target_entropy=0.0)
+        for _ in range(4):
+            l.update(buffer.sample(16, n_step=3, mode="ratio"))
+        floors[alpha_min] = l.alpha
+    assert floors[0.04] == pytest.approx(0.04, rel=1e-5)
+    assert floors[0.0] < 0.04
+
+
+def test_entropy_floor_settings_are_validated():
+    with pytest.raises(ValueError, match="alpha_min"):
+        SACConfig(alpha_init=0.01, alpha_min=0.02)
+    with pytest.raises(ValueError, match="target_entropy_ratio"):
+        SACConfig(target_entropy_ratio=1.5)

@@ -11,6 +11,7 @@ from sacglam.learner.sac_losses import (
     alpha_loss,
     critic_loss,
     entropy,
+    entropy_targets,
     n_step_target,
     policy_loss,
     polyak_update,
@@ -34,6 +35,18 @@ def test_hand_computed_two_action_case():
     assert entropy(log_pi, mask).item() == pytest.approx(h, abs=1e-6)
     log_alpha = torch.tensor(math.log(0.1))
     assert alpha_loss(log_alpha, log_pi, mask, 0.01).item() == pytest.approx(math.log(0.1) * (h - 0.01), abs=1e-6)
+
+
+def test_per_state_entropy_targets_scale_with_the_candidate_count():
+    mask = torch.tensor([[True, True, False, False], [True, True, True, True], [True, False, False, False]])
+    assert entropy_targets(mask, 0.01, None) == 0.01
+    targets = entropy_targets(mask, 0.01, 0.5)
+    assert targets.tolist() == pytest.approx([0.5 * math.log(2), 0.5 * math.log(4), 0.0])
+    log_pi = torch.log(torch.tensor([[0.5, 0.5, 1.0, 1.0], [0.25] * 4, [1.0, 1.0, 1.0, 1.0]]))
+    log_alpha = torch.tensor(0.3)
+    h = entropy(log_pi, mask)  # log 2, log 4, 0: each state's entropy is twice its target
+    assert alpha_loss(log_alpha, log_pi, mask, targets).item() == pytest.approx(0.3 * (h - targets).mean().item(), abs=1e-6)
+    assert alpha_loss(log_alpha, log_pi, mask, targets).item() > 0  # entropy above target: alpha goes down
 
 
 def test_termination_cuts_the_bootstrap_and_truncation_does_not():

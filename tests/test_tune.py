@@ -15,12 +15,14 @@ EXPERIMENTS = sorted(p for p in (ROOT / "tune_configs").glob("*.yaml") if "forms
 
 def test_the_papers_experiments_are_all_there():
     names = {p.stem for p in EXPERIMENTS}
-    assert {"figure2", "nstep_buffer", "update_freq", "her_sampling", "critic_arch", "ppo_her"} <= names
+    assert {"figure2", "nstep_buffer", "update_freq", "her_sampling", "critic_arch", "ppo_her", "stability"} <= names
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_every_experiment_has_a_cpu_and_a_gpu_form_of_valid_trials(path):
-    for form in ("cpu", "gpu"):
+    forms = list(yaml.safe_load(path.read_text())["forms"])
+    assert "gpu" in forms and any(f.startswith("cpu") for f in forms)
+    for form in forms:
         experiment = load_experiment(path, form)
         assert experiment.trials
         names = [t.name for t in experiment.trials]

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 import torch
 
 from sacglam.config import SACConfig
-from sacglam.learner.sac_losses import sac_losses
+from sacglam.learner.sac_losses import entropy_targets, sac_losses
 from sacglam.models.agent import GLAMAgent
 from sacglam.types import TransitionBatch
 
@@ -108,7 +108,7 @@ class SACLearner:
             next_q_target=next_q_target,
             next_mask=next_out.mask,
             log_alpha=self.log_alpha,
-            target_entropy=cfg.target_entropy,
+            target_entropy=entropy_targets(out.mask, cfg.target_entropy, cfg.target_entropy_ratio),
         )
         warming_up = self.warming_up
         loss = losses.critic if warming_up else losses.critic + losses.policy
@@ -137,6 +137,9 @@ class SACLearner:
         self.optimizer.step()
         if not warming_up:
             self.alpha_optimizer.step()
+            if cfg.alpha_min > 0:
+                with torch.no_grad():
+                    self.log_alpha.clamp_(min=math.log(cfg.alpha_min))
         self.optimizer.zero_grad(set_to_none=True)  # free the gradients between updates
         self.alpha_optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():

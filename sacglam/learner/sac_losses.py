@@ -89,8 +89,19 @@ def entropy(log_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return -_masked_sum(log_pi.exp() * log_pi, mask)
 
 
-def alpha_loss(log_alpha: torch.Tensor, log_pi: torch.Tensor, mask: torch.Tensor, target_entropy: float) -> torch.Tensor:
-    """Automatic entropy tuning: log_alpha * (H(pi) - target) averaged over states. Its gradient
+def entropy_targets(mask: torch.Tensor, target_entropy: float, ratio: float | None) -> torch.Tensor | float:
+    """Per-state entropy targets (B,) as `ratio` * log(number of candidates), or the constant
+    `target_entropy` when `ratio` is None."""
+    if ratio is None:
+        return target_entropy
+    return ratio * mask.sum(-1).to(torch.float32).log()
+
+
+def alpha_loss(
+    log_alpha: torch.Tensor, log_pi: torch.Tensor, mask: torch.Tensor, target_entropy: torch.Tensor | float
+) -> torch.Tensor:
+    """Automatic entropy tuning: log_alpha * (H(pi) - target) averaged over states (`target_entropy`
+    a scalar or one target per state, (B,)). Its gradient
     lowers alpha when the policy's entropy is above the target and raises it below; only
     `log_alpha` receives a gradient (the policy is detached)."""
     return (log_alpha * (entropy(log_pi.detach(), mask) - target_entropy)).mean()
@@ -109,7 +120,7 @@ def sac_losses(
     next_q_target: torch.Tensor,
     next_mask: torch.Tensor,
     log_alpha: torch.Tensor,
-    target_entropy: float,
+    target_entropy: torch.Tensor | float,
 ) -> SACLosses:
     """All three losses for one batch.
 

@@ -139,7 +139,7 @@ def encode_packed_causal(
     prompt_ids = _prompt_ids(tokenizer, prompts)
     cand_ids = [candidate_tokens(c) for c in candidates]
     lengths = [len(p) + sum(len(a) for a in cs) for p, cs in zip(prompt_ids, cand_ids)]
-    B, T = len(prompts), max(lengths)
+    T = max(lengths)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     # Rows are built as Python lists and turned into tensors once: per-slice tensor writes cost
     # more than the forward pass itself for small models.
