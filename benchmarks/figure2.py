@@ -36,6 +36,9 @@ class Args:
     """Delete an earlier run of this form under `storage` first (otherwise it must not exist)."""
     results: Path | None = None
     """Analyse this experiment directory (written by `sacglam tune`) instead of running."""
+    also: tuple[Path, ...] = ()
+    """Further experiment directories whose trials join the analysis (methods by variant name),
+    e.g. the PPO-GLAM trials of an earlier run of the same settings."""
     output: Path | None = None
     """Default: benchmarks/results/figure2/<form>."""
     window: int = 6400
@@ -67,7 +70,11 @@ def main(args: Args) -> None:
     for name in ("results.csv", "experiment.json"):
         if (Path(experiment_dir) / name).exists():
             shutil.copy(Path(experiment_dir) / name, output / name)
-    summary = figure2_summary(load_table(Path(experiment_dir)), args.window, args.threshold)
+    rows = load_table(Path(experiment_dir))
+    for extra in args.also:  # methods this run already has are not taken twice
+        present = {r.get("variant") for r in rows}
+        rows += [r for r in load_table(extra) if r.get("variant") not in present]
+    summary = figure2_summary(rows, args.window, args.threshold)
     summary |= {"benchmark": "figure2", "form": args.form, "experiment_dir": str(experiment_dir),
                 "wall_seconds": wall if args.results is None else None}
     (output / "figure2.json").write_text(json.dumps(summary, indent=2))
