@@ -15,12 +15,9 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable
 
+from sacglam.experiments.results import _mean_std  # the same statistics as `sacglam plot`
+
 GOAL_TYPES = ("grasp", "grow", "grow then grasp", "grow then grow", "all")
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 def window_success(records: Iterable[tuple[int, float, float]], window: int) -> list[tuple[int, float]]:
