@@ -5,13 +5,17 @@ Runs the `cpu-full` form of `tune_configs/figure2.yaml` (25.6k env steps; `cpu-f
 documented longer run), then writes, next to a copy of the results table:
 - figure2.png: training success (last 6.4k steps) against env steps and against seconds, mean ± std
   over seeds, and the last evaluation's success per goal type (sampled and greedy);
-- figure2.json: per method and seed, the curves, final training success, env steps to 0.2, every
+- figure2.json: per method and seed, the curves, final training success, env steps to 0.2, the
+  largest fall below an earlier peak (max drawdown, the stability study's measure of collapse), every
   evaluation figure (train and held-out goals, sampled and greedy, per goal type), training
   seconds, seconds per env step; and issue 8's checks;
 and prints a table.
 
     .venv/bin/python benchmarks/figure2.py [--form cpu-full] [--fresh]
     .venv/bin/python benchmarks/figure2.py --results runs/tune/figure2-cpu-full   # analyse only
+    # the stability study (tune_configs/stability.yaml) against cpu-full's SAC+HER and PPO-GLAM:
+    .venv/bin/python benchmarks/figure2.py --results runs/tune/stability-cpu-full \
+        --also runs/tune/figure2-cpu-full --output benchmarks/results/stability/cpu-full
 """
 
 from __future__ import annotations
@@ -68,8 +72,9 @@ def main(args: Args) -> None:
     output = args.output or Path("benchmarks/results/figure2") / args.form
     output.mkdir(parents=True, exist_ok=True)
     for name in ("results.csv", "experiment.json"):
-        if (Path(experiment_dir) / name).exists():
-            shutil.copy(Path(experiment_dir) / name, output / name)
+        source = Path(experiment_dir) / name
+        if source.exists() and source.resolve() != (output / name).resolve():  # re-analysing a copy in place
+            shutil.copy(source, output / name)
     rows = load_table(Path(experiment_dir))
     for extra in args.also:  # methods this run already has are not taken twice
         present = {r.get("variant") for r in rows}
@@ -81,7 +86,7 @@ def main(args: Args) -> None:
     plot_figure2(summary, output / "figure2.png", f"Figure 2 at CPU scale ({args.form})")
 
     print(f"{'method':<9} {'success per seed':<20} {'mean':>5} {'to ' + str(args.threshold):>16} "
-          f"{'eval s/g':>10} {'held-out':>8} {'s/run':>12} {'ms/step':>8}")
+          f"{'eval s/g':>10} {'held-out':>8} {'drawdown':>16} {'s/run':>12} {'ms/step':>8}")
     for name, m in summary["methods"].items():
         evaluation = m["evaluation"]
         sampled = evaluation.get("train/sampled/all", {}).get("mean", float("nan"))
@@ -90,7 +95,7 @@ def main(args: Args) -> None:
         seconds = f"{min(m['training_seconds']):.0f}-{max(m['training_seconds']):.0f}"
         print(f"{name:<9} {', '.join(f'{v:.2f}' for v in m['final_training_success']):<20} "
               f"{m['final_training_success_mean']:>5.2f} {_fmt_steps(m['steps_to_threshold']):>16} "
-              f"{sampled:>4.2f}/{greedy:<4.2f} {held_out:>8.2f} {seconds:>12} {1000 * m['seconds_per_env_step_mean']:>8.2f}")
+              f"{sampled:>4.2f}/{greedy:<4.2f} {held_out:>8.2f} {', '.join(f'{v:.2f}' for v in m['max_drawdown']):>16} {seconds:>12} {1000 * m['seconds_per_env_step_mean']:>8.2f}")
     for key, value in summary["checks"].items():
         print(f"{key}: {value}")
     if summary["wall_seconds"] is not None:

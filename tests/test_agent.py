@@ -51,6 +51,30 @@ def test_shared_prefix_equals_naive_scoring(model, template):
     torch.testing.assert_close(out.q, naive_out.q, atol=1e-5, rtol=0)
 
 
+def test_boolean_sdpa_mask_equals_the_additive_eager_mask_in_values_and_gradients():
+    from sacglam.models.scoring import packed_attention_mask
+
+    agent = make_agent("tiny-causal")
+    observations, candidates = states()
+    batch = agent.encode(observations, candidates)
+    results = {}
+    for implementation in ("sdpa", "eager"):
+        agent.base_model.set_attn_implementation(implementation)
+        mask = packed_attention_mask(agent.base_model, batch.attention_allowed)
+        assert mask.dtype == (torch.bool if implementation == "sdpa" else torch.float32)
+        agent.zero_grad(set_to_none=True)
+        out = agent(batch)
+        (out.log_pi[out.mask].sum() + out.q[out.mask].sum()).backward()
+        grads = [p.grad.clone() for p in agent.parameters() if p.requires_grad and p.grad is not None]
+        results[implementation] = (out.log_pi.detach(), out.q.detach(), grads)
+    (pi_s, q_s, g_s), (pi_e, q_e, g_e) = results["sdpa"], results["eager"]
+    torch.testing.assert_close(pi_s, pi_e, atol=1e-5, rtol=0)
+    torch.testing.assert_close(q_s, q_e, atol=1e-5, rtol=0)
+    assert len(g_s) == len(g_e) > 0
+    for a, b in zip(g_s, g_e):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_policy_is_a_softmax_over_each_states_own_candidates(model):
     agent = make_agent(model)

@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sacglam.experiments.figure2 import checks, figure2_summary, first_step_reaching, plot_figure2, window_success
+from sacglam.experiments.figure2 import (
+    checks,
+    figure2_summary,
+    first_step_reaching,
+    max_drawdown,
+    plot_figure2,
+    window_success,
+)
 
 
 def cumulative(per_interval: list[tuple[int, int]], every: int = 1024) -> list[tuple[int, int, int]]:
@@ -48,6 +55,12 @@ def test_first_step_reaching():
     assert first_step_reaching(curve, 0.5) is None
 
 
+def test_max_drawdown_is_the_largest_fall_below_an_earlier_peak():
+    assert max_drawdown([(1, 0.1), (2, 0.38), (3, 0.015), (4, 0.4), (5, 0.3)]) == pytest.approx(0.365)
+    assert max_drawdown([(1, 0.1), (2, 0.2), (3, 0.3)]) == 0.0
+    assert max_drawdown([]) == 0.0
+
+
 def rows_for(variant, seed, rates, seconds_per_step, every=1024, episodes_per_interval=40):
     rows = [{"trial": f"{variant},seed={seed}", "variant": variant, "seed": seed, "env_steps": 0, "seconds": 0.0,
              "eval/train/sampled/all": 0.0}]
@@ -76,6 +89,7 @@ def test_summary_and_checks_on_a_synthetic_table(tmp_path):
     her, ppo = summary["methods"]["sac-her"], summary["methods"]["ppo"]
     assert her["seeds"] == [0, 1, 2] and her["steps_to_threshold"][0] is not None
     assert ppo["steps_to_threshold"] == [None, None, None]
+    assert her["max_drawdown"] == [0.0, 0.0, 0.0]  # a monotone ramp never falls
     assert ppo["final_training_success_mean"] == pytest.approx(0.05)
     assert her["evaluation"]["train/greedy/all"]["mean"] == pytest.approx(ramp[-1] / 2)
     assert her["evaluation"]["test/sampled/all"]["mean"] == pytest.approx(0.1)
@@ -90,7 +104,7 @@ def test_summary_and_checks_on_a_synthetic_table(tmp_path):
 
 def test_the_half_steps_check_is_undetermined_when_ppo_never_gets_there_and_sac_is_late():
     def method(steps, finals, per_step=0.01, budget=25_600):
-        return {"steps_to_threshold": steps, "final_training_success": finals,
+        return {"steps_to_threshold": steps, "final_training_success": finals, "final_eval_sampled": finals,
                 "final_training_success_mean": sum(finals) / len(finals), "seconds_per_env_step_mean": per_step,
                 "curve": [{"env_steps": budget}]}
     late = checks({"sac-her": method([15_000, 16_000], [0.3, 0.3]), "ppo": method([None, None], [0.1, 0.1])}, 0.2)
@@ -99,4 +113,18 @@ def test_the_half_steps_check_is_undetermined_when_ppo_never_gets_there_and_sac_
     assert early["met"]["sac_her_slowest_seed_reaches_threshold_in_half_the_fastest_ppo_seed_steps"] is True
     slow = checks({"sac-her": method([30_000, 12_000], [0.3, 0.3]), "ppo": method([40_000, 50_000], [0.1, 0.1])}, 0.2)
     assert slow["met"]["sac_her_slowest_seed_reaches_threshold_in_half_the_fastest_ppo_seed_steps"] is False
+    assert "sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k" not in late["met"]  # a 25.6k run
     assert checks({"sac": method([None], [0.0])}, 0.2) == {}
+
+
+def test_the_64k_goal_counts_seeds_at_half_success_on_long_runs_only():
+    def method(finals, budget):
+        return {"steps_to_threshold": [10_000] * len(finals), "final_training_success": finals,
+                "final_eval_sampled": [f + 0.1 for f in finals], "final_training_success_mean": sum(finals) / len(finals),
+                "seconds_per_env_step_mean": 0.01, "curve": [{"env_steps": budget}]}
+    key = "sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k"
+    two = checks({"sac-her": method([0.6, 0.5, 0.2], 64_512), "ppo": method([0.1] * 3, 64_512)}, 0.2)
+    assert two["met"][key] is True and two["sac_her_seeds_at_least_0.5_training"] == 2
+    assert two["sac_her_seeds_at_least_0.5_eval_sampled"] == 2  # 0.7, 0.6, 0.3
+    one = checks({"sac-her": method([0.6, 0.45, 0.2], 64_512), "ppo": method([0.1] * 3, 64_512)}, 0.2)
+    assert one["met"][key] is False and one["sac_her_seeds_at_least_0.5_eval_sampled"] == 2

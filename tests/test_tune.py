@@ -1,6 +1,7 @@
 """Experiment files and Ray Tune grids: every file in tune_configs/ expands into valid trials; a
 2x2 CPU grid with the tiny model runs end to end through Tune into one table and one plot."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,20 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
     evaluated = [r for r in rows if r.get("eval/simple-train/sampled/all") is not None]
     assert {r["env_steps"] for r in evaluated} >= {0, 128, 256}
     assert (directory / "results.csv").read_text().count("\n") == len(rows) + 1
+    # the CSV copy the benchmarks keep reads back as the same rows (empty cells as None)
+    from sacglam.experiments.results import load_table
+
+    csv_copy = tmp_path / "copy"
+    csv_copy.mkdir()
+    shutil.copy(directory / "results.csv", csv_copy / "results.csv")
+    from_csv = load_table(csv_copy)
+    assert len(from_csv) == len(rows)
+    for a, b in zip(from_csv, rows):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert (a[key] is None and b[key] is None) or a[key] == pytest.approx(b[key]), key
+    with pytest.raises(FileNotFoundError, match="results.parquet or results.csv"):
+        load_table(tmp_path / "nowhere")
     png, summary = plot_experiment(directory)
     assert png.stat().st_size > 10_000
     text = summary.read_text()

@@ -47,6 +47,16 @@ def first_step_reaching(curve: list[tuple[int, float]], threshold: float) -> int
     return next((step for step, value in curve if value >= threshold), None)
 
 
+def max_drawdown(curve: list[tuple[int, float]]) -> float:
+    """The largest fall of the curve below its own earlier peak (0 for a curve that never falls):
+    how far a run collapsed, e.g. 0.38 -> 0.015 is a drawdown of 0.365."""
+    peak, worst = -math.inf, 0.0
+    for _, value in curve:
+        peak = max(peak, value)
+        worst = max(worst, peak - value)
+    return worst
+
+
 def _by_trial(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     trials: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -79,7 +89,9 @@ def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> 
         "seed": rows[0].get("seed"),
         "curve": [(step, seconds.get(step, float("nan")), value) for step, value in curve],
         "final_training_success": curve[-1][1] if curve else float("nan"),
+        "final_eval_sampled": evaluation.get("train/sampled/all", float("nan")),
         "steps_to_threshold": first_step_reaching(curve, threshold),
+        "max_drawdown": max_drawdown(curve),
         "evaluation": evaluation,
         "evaluated_at": last_eval.get("env_steps"),
         "env_steps": total_steps,
@@ -106,7 +118,9 @@ def method_summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
         "final_training_success": finals,
         "final_training_success_mean": _mean_std(finals)[0],
         "final_training_success_std": _mean_std(finals)[1],
+        "final_eval_sampled": [t["final_eval_sampled"] for t in trials],
         "steps_to_threshold": [t["steps_to_threshold"] for t in trials],
+        "max_drawdown": [t["max_drawdown"] for t in trials],
         "evaluation": evaluation,
         "training_seconds": seconds,
         "seconds_per_env_step_mean": _mean_std(per_step)[0],
@@ -146,13 +160,21 @@ def checks(methods: dict[str, Any], threshold: float) -> dict[str, Any]:
     ratio = her["seconds_per_env_step_mean"] / ppo["seconds_per_env_step_mean"]
     weakest = min(her["final_training_success"])
     margin = her["final_training_success_mean"] - ppo["final_training_success_mean"]
+    met = {
+        "every_sac_her_seed_at_least_0.15": weakest >= 0.15,
+        "sac_her_mean_at_least_0.08_above_ppo": margin >= 0.08,
+        "sac_her_slowest_seed_reaches_threshold_in_half_the_fastest_ppo_seed_steps": half,
+        "wall_time_per_env_step_at_most_1.5x_ppo": ratio <= 1.5,
+    }
+    # The goal beyond the prototype is stated at 64k env steps: checked only on runs that long.
+    seeds_at_half = sum(s >= 0.5 for s in her["final_training_success"])
+    eval_at_half = sum(s >= 0.5 for s in her["final_eval_sampled"] if _present(s))
+    if budget is not None and budget >= 64_000:
+        met["sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k"] = seeds_at_half * 3 >= 2 * len(her["final_training_success"])
     return {
-        "met": {
-            "every_sac_her_seed_at_least_0.15": weakest >= 0.15,
-            "sac_her_mean_at_least_0.08_above_ppo": margin >= 0.08,
-            "sac_her_slowest_seed_reaches_threshold_in_half_the_fastest_ppo_seed_steps": half,
-            "wall_time_per_env_step_at_most_1.5x_ppo": ratio <= 1.5,
-        },
+        "met": met,
+        "sac_her_seeds_at_least_0.5_training": seeds_at_half,
+        "sac_her_seeds_at_least_0.5_eval_sampled": eval_at_half,
         "sac_her_min_seed_success": weakest,
         "sac_her_minus_ppo_mean_success": margin,
         "sac_her_steps_to_threshold_max": her_need,

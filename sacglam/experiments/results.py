@@ -64,7 +64,17 @@ def _configuration(row: dict[str, Any], coordinate_keys: list[str]) -> str:
 
 
 def load_table(experiment_dir: Path) -> list[dict[str, Any]]:
-    return pq.read_table(experiment_dir / "results.parquet").to_pylist()
+    """The rows of an experiment's results table: `results.parquet`, or `results.csv` (the copy
+    the benchmarks keep under benchmarks/results/; empty cells read as None)."""
+    experiment_dir = Path(experiment_dir)
+    if (experiment_dir / "results.parquet").exists():
+        return pq.read_table(experiment_dir / "results.parquet").to_pylist()
+    if (experiment_dir / "results.csv").exists():
+        return pacsv.read_csv(experiment_dir / "results.csv").to_pylist()
+    raise FileNotFoundError(
+        f"{experiment_dir} holds no results.parquet or results.csv: pass the directory `sacglam tune` "
+        "wrote (<storage>/<experiment>-<form>/) or a copy under benchmarks/results/"
+    )
 
 
 def curves(rows: list[dict[str, Any]], metric: str, coordinate_keys: list[str]) -> dict[str, dict[Any, list[tuple]]]:

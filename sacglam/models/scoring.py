@@ -38,13 +38,25 @@ def _float_dtype(model: PreTrainedModel) -> torch.dtype:
     return dtype if dtype.is_floating_point else torch.float32
 
 
+def packed_attention_mask(model: PreTrainedModel, allowed: torch.Tensor) -> torch.Tensor:
+    """The (B, 1, T, T) mask handed to the decoder for `allowed` (B, T, T, bool).
+
+    SDPA takes the boolean mask as is, and its CPU kernel runs faster on it than on an additive
+    float mask (about 20% on the tiny model's packed batches, forward and backward); transformers'
+    own SDPA masks are boolean too. Other attention implementations (eager adds the mask to the
+    scores) get the additive form."""
+    if getattr(model.config, "_attn_implementation", None) == "sdpa":
+        return allowed[:, None]
+    return additive_mask(allowed, _float_dtype(model))
+
+
 def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> CandidateScores:
     """One forward per state over `[prompt | all candidates]`; the LM head runs only at the rows
     that predict a scored token (the prompt's last position once, then inside each candidate)."""
     decoder = model.get_decoder()
     hidden = decoder(
         input_ids=batch.input_ids,
-        attention_mask=additive_mask(batch.attention_allowed, _float_dtype(model)),
+        attention_mask=packed_attention_mask(model, batch.attention_allowed),
         position_ids=batch.position_ids,
         use_cache=False,
     ).last_hidden_state
