@@ -32,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from sacglam.config import AgentConfig
 from sacglam.envs import PlaygroundTextVector
 from sacglam.models import GLAMAgent
-from sacglam.models.scoring import CandidateScores, naive_score_causal, naive_score_seq2seq
+from sacglam.models.scoring import CandidateScores, naive_score
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,8 @@ def naive_log_pi(agent: GLAMAgent, observations, candidates) -> torch.Tensor:
     batch = agent.encode(observations, candidates)
     scores = []
     for b in range(len(observations)):
-        if agent.kind == "causal":
-            prompts = agent.prompts(observations[b : b + 1], candidates[b : b + 1])
-            s = naive_score_causal(agent.base_model, agent.tokenizer, prompts, candidates[b : b + 1], agent._candidate_tokens)
-        else:
-            s = naive_score_seq2seq(agent.base_model, agent.encode(observations[b : b + 1], candidates[b : b + 1]))
-        scores.append(s)
+        prompts = agent.prompts(observations[b : b + 1], candidates[b : b + 1])
+        scores.append(naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates[b : b + 1]))
     merged = CandidateScores(*(torch.cat([getattr(s, f) for s in scores]) for f in ("log_likelihood", "candidate_features", "prompt_features")))
     return agent.outputs_from_scores(batch, merged, with_critic=False).log_pi
 

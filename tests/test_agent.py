@@ -8,7 +8,7 @@ from sacglam.config import AgentConfig
 from sacglam.envs import PlaygroundTextVector
 from sacglam.models import GLAMAgent, ModelNotFoundError, load_language_model
 from sacglam.models.agent import candidate_prompt
-from sacglam.models.scoring import naive_score_causal, naive_score_seq2seq
+from sacglam.models.scoring import naive_score
 
 MODELS = ["tiny-causal", "tiny-seq2seq"]
 
@@ -30,9 +30,7 @@ def make_agent(model, **kwargs):
 
 def naive(agent, observations, candidates):
     prompts = agent.prompts(observations, candidates)
-    if agent.kind == "causal":
-        return naive_score_causal(agent.base_model, agent.tokenizer, prompts, candidates, agent._candidate_tokens)
-    return naive_score_seq2seq(agent.base_model, agent.encode(observations, candidates))
+    return naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -49,6 +47,58 @@ def test_shared_prefix_equals_naive_scoring(model, template):
     out, naive_out = agent(batch), agent.outputs_from_scores(batch, slow)
     torch.testing.assert_close(out.log_pi, naive_out.log_pi, atol=1e-5, rtol=0)
     torch.testing.assert_close(out.q, naive_out.q, atol=1e-5, rtol=0)
+
+
+# Actions that differ only in their last token (single-token actions: their only token).
+LAST_TOKEN_PAIRS = [("Grasp", "Release"), ("Go to red cat", "Go to red dog"), ("Go to blue rose", "Go to blue tree")]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_q_and_critic_feature_change_when_only_the_last_token_of_an_action_changes(model):
+    agent = make_agent(model, n_critics=2)
+    observations, _ = states(n=1)
+    candidates = [[a for pair in LAST_TOKEN_PAIRS for a in pair]]
+    batch = agent.encode(observations, candidates)
+    with torch.no_grad():
+        scores, out = agent.candidate_scores(batch), agent(batch)
+    for k in range(len(LAST_TOKEN_PAIRS)):
+        a, b = 2 * k, 2 * k + 1
+        assert (scores.candidate_features[a] - scores.candidate_features[b]).abs().max() > 1e-3, LAST_TOKEN_PAIRS[k]
+        assert (out.q_critics[:, 0, a] - out.q_critics[:, 0, b]).abs().min() > 1e-6, LAST_TOKEN_PAIRS[k]
+
+
+def independent_per_candidate_q(agent, observations, candidates):
+    """Q(s, a) for every candidate, each from its own unpadded forward through the transformers
+    model (no sacglam encoding or scoring code): the hidden state after the action's last token,
+    each critic MLP on it, the minimum over critics. Returns a list of per-state lists."""
+    model, tok = agent.base_model, agent.tokenizer
+    per_state = []
+    for prompt, cs in zip(agent.prompts(observations, candidates), candidates):
+        prompt_ids = tok(prompt)["input_ids"]
+        qs = []
+        for action in cs:
+            if agent.kind == "causal":
+                ids = torch.tensor([prompt_ids + tok(" " + action, add_special_tokens=False)["input_ids"]])
+                feature = model.get_decoder()(input_ids=ids).last_hidden_state[0, -1]
+            else:
+                action_ids = tok(action, add_special_tokens=False)["input_ids"]
+                decoder_ids = torch.tensor([[model.config.decoder_start_token_id] + action_ids])
+                out = model(input_ids=torch.tensor([prompt_ids]), decoder_input_ids=decoder_ids, output_hidden_states=True)
+                feature = out.decoder_hidden_states[-1][0, -1]
+            qs.append(min(float(net(feature)) for net in agent.critic.nets))
+        per_state.append(qs)
+    return per_state
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_shared_prefix_q_equals_an_independent_per_candidate_forward(model):
+    agent = make_agent(model, n_critics=2)
+    observations, candidates = states()
+    with torch.no_grad():
+        out = agent(agent.encode(observations, candidates))
+        expected = independent_per_candidate_q(agent, observations, candidates)
+    for b, qs in enumerate(expected):
+        torch.testing.assert_close(out.q[b, : len(qs)], torch.tensor(qs), atol=1e-5, rtol=0)
 
 
 def test_boolean_sdpa_mask_equals_the_additive_eager_mask_in_values_and_gradients():

@@ -6,7 +6,10 @@ candidate, never another candidate) and position ids that restart after the prom
 candidate, so each candidate is scored exactly as if it followed the prompt alone.
 
 Seq2seq models: the prompts are encoded once (`encoder_ids`), and every candidate is a decoder
-sequence `[start, a_1, ..., a_{L-1}]` scored against its state's encoder output.
+sequence `[start, a_1, ..., a_L]` decoded against its state's encoder output: position j-1
+predicts `a_j` (the policy's log-probs), and position L, whose input is the action's last token,
+has seen the whole action (the action critic's feature; a decoder that stopped at `a_{L-1}` would
+give actions that differ only in their last token the same Q).
 
 Notation: B states, N candidates over the whole batch, T packed length, P prompt length, L
 candidate length, K scored tokens. Index tensors address rows of a flattened `(B*T, ...)` view.
@@ -64,9 +67,10 @@ class Seq2SeqBatch:
 
     encoder_ids: torch.Tensor  # (B, P) long, right-padded
     encoder_mask: torch.Tensor  # (B, P) long
-    decoder_ids: torch.Tensor  # (N, L) long: decoder start token, then the candidate's tokens but the last
-    decoder_mask: torch.Tensor  # (N, L) long
-    target_ids: torch.Tensor  # (N, L) long: the candidate's tokens, pad where decoder_mask is 0
+    decoder_ids: torch.Tensor  # (N, L+1) long: decoder start token, then all the candidate's tokens
+    decoder_mask: torch.Tensor  # (N, L+1) long: 1 on the start token and the candidate's tokens
+    target_ids: torch.Tensor  # (N, L+1) long: at position j, the token position j predicts (a_{j+1}); pad elsewhere
+    target_mask: torch.Tensor  # (N, L+1) long: 1 where target_ids holds one of the candidate's tokens
     index: CandidateIndex
 
 
@@ -209,18 +213,22 @@ def encode_seq2seq(
     for b, p in enumerate(prompt_ids):
         encoder_ids[b, : len(p)] = torch.tensor(p)
         encoder_mask[b, : len(p)] = 1
-    decoder_ids = torch.full((len(flat), L), pad, dtype=torch.long)
-    decoder_mask = torch.zeros((len(flat), L), dtype=torch.long)
-    target_ids = torch.full((len(flat), L), pad, dtype=torch.long)
+    # One column more than the longest action: the start token, then every action token.
+    decoder_ids = torch.full((len(flat), L + 1), pad, dtype=torch.long)
+    decoder_mask = torch.zeros((len(flat), L + 1), dtype=torch.long)
+    target_ids = torch.full((len(flat), L + 1), pad, dtype=torch.long)
+    target_mask = torch.zeros((len(flat), L + 1), dtype=torch.long)
     for n, a in enumerate(flat):
-        decoder_ids[n, : len(a)] = torch.tensor([decoder_start_id] + a[:-1])
-        decoder_mask[n, : len(a)] = 1
+        decoder_ids[n, : len(a) + 1] = torch.tensor([decoder_start_id] + a)
+        decoder_mask[n, : len(a) + 1] = 1
         target_ids[n, : len(a)] = torch.tensor(a)
+        target_mask[n, : len(a)] = 1
     return Seq2SeqBatch(
         encoder_ids=encoder_ids,
         encoder_mask=encoder_mask,
         decoder_ids=decoder_ids,
         decoder_mask=decoder_mask,
         target_ids=target_ids,
+        target_mask=target_mask,
         index=_candidate_index(candidates, [len(a) for a in flat]),
     )

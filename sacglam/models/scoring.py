@@ -3,7 +3,8 @@
 Both return, per candidate, the sum of its tokens' log-probabilities given the prompt (paper eq. 1)
 and the LM's last hidden state on (prompt, candidate) — the critic's input — plus a per-state
 hidden state that depends on the prompt only (input of the observation-only critic). The naive
-path runs one padded sequence per candidate; tests check the fast path equals it.
+paths run one sequence per candidate and tokenize the actions themselves; tests check the fast
+paths equal them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_outputs import BaseModelOutput
 
-from sacglam.models.encoding import CandidateTokenCache, PackedCausalBatch, Seq2SeqBatch
+from sacglam.models.encoding import PackedCausalBatch, Seq2SeqBatch
 
 
 @dataclass(frozen=True)
@@ -68,37 +69,36 @@ def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> Can
     return CandidateScores(log_likelihood, flat[batch.candidate_last], flat[batch.prompt_last])
 
 
-def _decode_candidates(
-    model: PreTrainedModel, encoder_hidden: torch.Tensor, encoder_mask: torch.Tensor, batch: Seq2SeqBatch
-) -> CandidateScores:
-    """Decode every candidate against its state's encoder output (rows of `encoder_hidden`)."""
+def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
+    """Encode each prompt once, then decode all candidates against it (no prompt recomputation:
+    the encoder output is indexed per candidate). Decoder rows are `[start, a_1, ..., a_L]`:
+    position j-1 scores a_j, and the candidate feature is read at position L, after the action's
+    last token, so Q(s, a) sees the whole action."""
+    encoder_hidden = model.get_encoder()(input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask).last_hidden_state
+    state = batch.index.state.to(encoder_hidden.device)
     out = model(
-        encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden),
-        attention_mask=encoder_mask,
+        encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden[state]),
+        attention_mask=batch.encoder_mask[state],
         decoder_input_ids=batch.decoder_ids,
         decoder_attention_mask=batch.decoder_mask,
         output_hidden_states=True,
         use_cache=False,
     )
-    token_log_probs = out.logits.float().log_softmax(-1).gather(-1, batch.target_ids[..., None]).squeeze(-1)
-    log_likelihood = (token_log_probs * batch.decoder_mask).sum(-1)
-    decoder_hidden = out.decoder_hidden_states[-1]  # (N, L, H), after the final norm
+    token_log_probs = out.logits.float().log_softmax(-1).gather(-1, batch.target_ids[..., None]).squeeze(-1)  # (N, L+1)
+    log_likelihood = torch.where(batch.target_mask.bool(), token_log_probs, 0.0).sum(-1)
+    decoder_hidden = out.decoder_hidden_states[-1]  # (N, L+1, H), after the final norm
     rows = torch.arange(len(decoder_hidden), device=decoder_hidden.device)
-    last = (batch.index.lengths - 1).to(decoder_hidden.device)
-    first_of_state = torch.cumsum(batch.index.counts, 0) - batch.index.counts
+    last = batch.index.lengths.to(decoder_hidden.device)  # position L: input a_L, the whole action seen
+    first_of_state = (torch.cumsum(batch.index.counts, 0) - batch.index.counts).to(rows.device)
     # Position 0 holds the decoder start token: it attends to the prompt only.
-    return CandidateScores(log_likelihood, decoder_hidden[rows, last], decoder_hidden[first_of_state.to(rows.device), 0])
-
-
-def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
-    """Encode each prompt once, then decode all candidates against it (no prompt recomputation:
-    the encoder output is indexed per candidate)."""
-    encoder_hidden = model.get_encoder()(input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask).last_hidden_state
-    state = batch.index.state.to(encoder_hidden.device)
-    return _decode_candidates(model, encoder_hidden[state], batch.encoder_mask[state], batch)
+    return CandidateScores(log_likelihood, decoder_hidden[rows, last], decoder_hidden[first_of_state, 0])
 
 
 # ---------------------------------------------------------------------------- naive twins
+
+
+def _naive_action_ids(tokenizer: PreTrainedTokenizerBase, action: str, leading_space: bool) -> list[int]:
+    return tokenizer((" " + action) if leading_space else action, add_special_tokens=False)["input_ids"]
 
 
 def naive_score_causal(
@@ -106,13 +106,13 @@ def naive_score_causal(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
-    candidate_tokens: CandidateTokenCache,
 ) -> CandidateScores:
     """One right-padded sequence `prompt + candidate` per candidate, full LM head everywhere."""
     prompt_ids = tokenizer(list(prompts))["input_ids"]
     rows, spans = [], []
     for p, cs in zip(prompt_ids, candidates):
-        for a in candidate_tokens(cs):
+        for action in cs:
+            a = _naive_action_ids(tokenizer, action, leading_space=True)
             rows.append(p + a)
             spans.append((len(p), len(a)))
     device = model.get_input_embeddings().weight.device
@@ -134,9 +134,40 @@ def naive_score_causal(
     return CandidateScores(torch.stack(ll), torch.stack(features), torch.stack(prompt_features))
 
 
-def naive_score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
-    """The prompt is re-encoded for every candidate."""
-    state = batch.index.state.to(batch.encoder_ids.device)
-    ids, mask = batch.encoder_ids[state], batch.encoder_mask[state]
-    encoder_hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-    return _decode_candidates(model, encoder_hidden, mask, batch)
+def naive_score_seq2seq(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    candidates: Sequence[Sequence[str]],
+) -> CandidateScores:
+    """One encoder-decoder forward per candidate, unbatched: the prompt alone in the encoder and
+    `[start] + action` in the decoder; logits at positions 0..L-1 score the action's tokens, the
+    feature is the decoder's last hidden state at position L (after the action's last token)."""
+    device = model.get_input_embeddings().weight.device
+    start = model.config.decoder_start_token_id
+    ll, features, prompt_features = [], [], []
+    for prompt, cs in zip(prompts, candidates):
+        encoder_ids = torch.tensor([tokenizer(prompt)["input_ids"]], device=device)
+        for k, action in enumerate(cs):
+            a = _naive_action_ids(tokenizer, action, leading_space=False)
+            out = model(
+                input_ids=encoder_ids,
+                decoder_input_ids=torch.tensor([[start] + a], device=device),
+                output_hidden_states=True,
+                use_cache=False,
+            )
+            log_probs = out.logits[0, :-1].float().log_softmax(-1)  # (L, V): position j predicts a_{j+1}
+            ll.append(log_probs.gather(-1, torch.tensor(a, device=device)[:, None]).sum())
+            hidden = out.decoder_hidden_states[-1][0]  # (L+1, H)
+            features.append(hidden[-1])
+            if k == 0:
+                prompt_features.append(hidden[0])
+    return CandidateScores(torch.stack(ll), torch.stack(features), torch.stack(prompt_features))
+
+
+def naive_score(
+    kind: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], candidates: Sequence[Sequence[str]]
+) -> CandidateScores:
+    """The naive twin for a model of `kind` ("causal" or "seq2seq")."""
+    naive = naive_score_causal if kind == "causal" else naive_score_seq2seq
+    return naive(model, tokenizer, prompts, candidates)
