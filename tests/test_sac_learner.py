@@ -31,7 +31,7 @@ def buffer():
 
 def learner(**sac):
     torch.manual_seed(0)
-    agent = GLAMAgent(AgentConfig(model="tiny-causal", critic_width=32, **sac.pop("agent", {})))
+    agent = GLAMAgent(AgentConfig(**({"model": "tiny-causal", "critic_width": 32} | sac.pop("agent", {}))))
     return SACLearner(agent, SACConfig(gamma=0.9, batch_size=16, **sac))
 
 
@@ -73,6 +73,39 @@ def test_critic_warmup_trains_the_critic_only(buffer):
     assert torch.equal(start["log_alpha"], warm["log_alpha"])
     assert l.update(buffer.sample(16))["warmup"] == 0.0
     assert any("lora_" in k for k in changed(warm["agent"], snapshot(l)["agent"]))
+
+
+def policy_outputs(l: SACLearner, batch):
+    with torch.no_grad():
+        out = l.agent(l.agent.encode(batch.observations, batch.candidates), with_critic=False)
+    return out.log_pi, out.action_log_likelihood
+
+
+@pytest.mark.parametrize("model, lora_r", [("tiny-causal", 16), ("tiny-causal", 0), ("tiny-seq2seq", 16)])
+def test_warmup_leaves_pi_bit_identical_even_when_the_critic_trains_the_shared_weights(buffer, model, lora_r):
+    l = learner(critic_warmup_updates=3, agent={"model": model, "lora_r": lora_r, "critic_detach": False})
+    probe = buffer.sample(32, n_step=3)
+    log_pi, likelihood = policy_outputs(l, probe)
+    start = snapshot(l)
+    for _ in range(3):
+        l.update(buffer.sample(16, n_step=3))
+    log_pi_after, likelihood_after = policy_outputs(l, probe)
+    assert torch.equal(log_pi, log_pi_after) and torch.equal(likelihood, likelihood_after)
+    moved = changed(start["agent"], snapshot(l)["agent"])
+    assert moved and all(k.startswith("critic.") for k in moved)
+    # after the warm-up the critic trains the shared weights again (critic_detach=False)
+    l.agent.zero_grad(set_to_none=True)
+    l.update(buffer.sample(16, n_step=3))
+    assert not torch.equal(log_pi, policy_outputs(l, probe)[0])
+
+
+def test_a_shared_weights_warmup_moves_pi_when_asked_for(buffer):
+    l = learner(critic_warmup_updates=3, warmup_head_only=False, agent={"critic_detach": False})
+    probe = buffer.sample(32, n_step=3)
+    log_pi, _ = policy_outputs(l, probe)
+    for _ in range(3):
+        l.update(buffer.sample(16, n_step=3))
+    assert not torch.equal(log_pi, policy_outputs(l, probe)[0])
 
 
 def test_a_non_finite_loss_raises_and_leaves_everything_untouched(buffer):

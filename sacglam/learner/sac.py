@@ -6,7 +6,8 @@ Per step (paper sections 2.1-2.2):
    (Q_target(s_{t+k}, .)) and, unless `next_policy` is `target` (the target forward's log pi is
    used then), with the online weights (log pi(.|s_{t+k}));
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
-   warm-up;
+   warm-up, during which (`warmup_head_only`) the critic reads detached LLM features, so only
+   the critic head trains and pi does not move;
 4. one backward of critic + policy loss (the policy loss holds Q fixed), global-norm clipping,
    Adam steps, then Polyak averaging of the target critic.
 
@@ -92,7 +93,10 @@ class SACLearner:
                 next_target = agent(following, with_critic=True)
             next_q_target = next_target.q
             next_out = next_target if cfg.next_policy == "target" else agent(following, with_critic=False)
-        out = agent(current)
+        warming_up = self.warming_up
+        # A head-only warm-up reads detached features: the critic loss cannot reach the weights
+        # the policy uses, so pi stays exactly as it was until the warm-up ends.
+        out = agent(current, critic_detach=True if warming_up and cfg.warmup_head_only else None)
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
         q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)
@@ -110,7 +114,6 @@ class SACLearner:
             log_alpha=self.log_alpha,
             target_entropy=entropy_targets(out.mask, cfg.target_entropy, cfg.target_entropy_ratio),
         )
-        warming_up = self.warming_up
         loss = losses.critic if warming_up else losses.critic + losses.policy
         named_losses = {"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha}
         finite = all(bool(torch.isfinite(v)) for v in named_losses.values())
