@@ -22,11 +22,20 @@ from typing import Any
 import tyro
 
 from sacglam.config import EnvConfig, EvalConfig, TrainConfig
-from sacglam.config_io import ConfigError, from_dict, load_yaml_config
+from sacglam.config_io import from_dict, load_yaml_config
+from sacglam.errors import UserInputError
 from sacglam.envs.expert import ExpertPolicy
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import RandomPolicy
 from sacglam.types import Policy
+
+
+class OutputPathError(UserInputError):
+    """An output file the command cannot write."""
+
+
+class UsageError(UserInputError):
+    """Command-line arguments that do not fit together."""
 
 
 def make_policy(name: str, cfg: EvalConfig) -> Policy:
@@ -61,6 +70,15 @@ def policy_label(name: str, cfg: EvalConfig) -> str:
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     """Evaluate each policy on each variant's train and held-out test goals; print and return the
     success table (and write it as JSON when `cfg.output` is set)."""
+    if cfg.output is not None:  # checked before the evaluation runs, so no result is lost to a bad path
+        try:
+            cfg.output.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
+    if any(name.startswith("llm-") for name in cfg.policies):
+        from sacglam.models.loading import check_model
+
+        check_model(cfg.agent.model)  # before the scripted policies run, not after
     rows: dict[str, dict[str, dict[str, float]]] = {}
     report: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "results": []}
     for variant in cfg.variants:
@@ -89,8 +107,10 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     print("Success rate per goal type (episodes in parentheses; 'all' weights the types by their share of the goal set)")
     print(format_success_table(rows))
     if cfg.output is not None:
-        cfg.output.parent.mkdir(parents=True, exist_ok=True)
-        cfg.output.write_text(json.dumps(report, indent=2))
+        try:
+            cfg.output.write_text(json.dumps(report, indent=2))
+        except OSError as error:
+            raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
         print(f"wrote {cfg.output}")
     return report
 
@@ -108,16 +128,17 @@ def train(cfg: TrainConfig) -> dict[str, float]:
     """Train and print the evaluation before and after."""
     import transformers
 
-    from sacglam.pipeline.ray_cluster import ClusterTooSmallError
-    from sacglam.pipeline.run import RunDirectoryError
-
     transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
+    run_dir = cfg.resume if cfg.resume is not None else cfg.output_dir
     try:
         final = run_training(cfg)
-    except (RunDirectoryError, ClusterTooSmallError) as error:
-        raise SystemExit(f"sacglam: {error}") from None
-    if cfg.resume is not None:
-        cfg = replace(cfg, output_dir=cfg.resume)
+    except KeyboardInterrupt:
+        resumable = (run_dir / "checkpoints" / "latest").exists()
+        raise SystemExit(
+            f"sacglam: interrupted; continue from the newest checkpoint with `sacglam train --resume {run_dir}`"
+            if resumable and cfg.algo != "ppo" else "sacglam: interrupted before the first checkpoint; nothing to resume"
+        ) from None
+    cfg = replace(cfg, output_dir=run_dir)
     records = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     before = next(r for r in records if any(k.startswith("eval/") for k in r))
     print(f"{cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps: success before -> after training")
@@ -159,10 +180,7 @@ def tune(args: TuneArgs) -> Path:
     from sacglam.experiments.results import plot_experiment
     from sacglam.experiments.tune_runner import run_grid
 
-    try:
-        directory = run_grid(args.experiment, args.form, args.storage, args.resume, args.address)
-    except (ConfigError, FileExistsError, FileNotFoundError) as error:
-        raise SystemExit(f"sacglam: {error}") from None
+    directory = run_grid(args.experiment, args.form, args.storage, args.resume, args.address)
     png, summary = plot_experiment(directory)
     print(summary.read_text())
     print(f"results: {directory / 'results.csv'} (also .parquet); plot: {png}; summary: {summary}")
@@ -172,10 +190,7 @@ def tune(args: TuneArgs) -> Path:
 def plot(args: PlotArgs) -> None:
     from sacglam.experiments.results import plot_experiment
 
-    try:
-        png, summary = plot_experiment(args.directory, args.metric)
-    except FileNotFoundError as error:
-        raise SystemExit(f"sacglam: {error}") from None
+    png, summary = plot_experiment(args.directory, args.metric)
     print(summary.read_text())
     print(f"plot: {png}; summary: {summary}")
 
@@ -201,11 +216,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
-            raise SystemExit("sacglam: --config needs a YAML file, e.g. --config tune_configs/cpu_simple_sac_her.yaml")
-        try:
-            default = load_yaml_config(cls, rest[at + 1])
-        except ConfigError as error:
-            raise SystemExit(f"sacglam: {error}") from error
+            raise UsageError("--config needs a YAML file, e.g. --config tune_configs/cpu_simple_sac_her.yaml")
+        default = load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
     return tyro.cli(cls, default=default, args=rest, prog=f"sacglam {args[0]}")
 
@@ -214,24 +226,28 @@ def resumed_config(args: list[str]) -> TrainConfig:
     """`--resume DIR` without `--config`: the run's own config (DIR/config.json); flags still override."""
     at = args.index("--resume")
     if at + 1 >= len(args):
-        raise SystemExit("sacglam: --resume needs the run directory to continue, e.g. --resume runs/demo")
+        raise UsageError("--resume needs the run directory to continue, e.g. --resume runs/demo")
     run_dir = Path(args[at + 1])
     saved = run_dir / "config.json"
     if not saved.exists():
-        raise SystemExit(f"sacglam: {saved} does not exist: --resume takes a directory written by `sacglam train`")
+        raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
     data = json.loads(saved.read_text())
     data["resume"] = str(run_dir)
-    try:
-        return from_dict(TrainConfig, data, where=str(saved))
-    except ConfigError as error:
-        raise SystemExit(f"sacglam: {error}") from error
+    return from_dict(TrainConfig, data, where=str(saved))
 
 
 def main(args: list[str] | None = None) -> None:
-    cfg = parse(sys.argv[1:] if args is None else list(args))
-    for cls, run in COMMANDS.values():
-        if isinstance(cfg, cls):
-            run(cfg)
+    """Parse and run a subcommand. An error the user can fix (`UserInputError`: a config, a model,
+    a directory, a cluster) ends the command with its message on one line and exit status 2; any
+    other exception is a bug and keeps its traceback."""
+    try:
+        cfg = parse(sys.argv[1:] if args is None else list(args))
+        for cls, run in COMMANDS.values():
+            if isinstance(cfg, cls):
+                run(cfg)
+    except UserInputError as error:
+        print(f"sacglam: {error.one_line()}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_
 
 import yaml
 
+from sacglam.errors import UserInputError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError, ValueError):
     """A config file that does not fit its dataclass."""
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from typing import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Literal, Sequence
 
 from tqdm.auto import tqdm
 
@@ -107,6 +108,52 @@ def success_by_goal_type(results: Iterable[EpisodeResult], goal_set: str) -> dic
         "episodes": sum(counts.values()),
     }
     return table
+
+
+MODES = ("sampled", "greedy")
+
+
+@dataclass(frozen=True)
+class EvaluationPart:
+    """A slice of one training-time evaluation: some of the episodes of one goal set, with the
+    policy sampling or greedy. An evaluation runs in parts so its caller can show progress
+    between them (the driver, while a learner actor evaluates)."""
+
+    held_out: bool  # the environment's held-out goal set, else its training goal set
+    mode: Literal["sampled", "greedy"]
+    specs: tuple[EpisodeSpec, ...]
+    seed: int  # the sampling generator's seed for this slice
+
+    def env(self, train_env: EnvConfig) -> EnvConfig:
+        return train_env.held_out if self.held_out else train_env
+
+
+def evaluation_parts(train_env: EnvConfig, episodes: int, seed: int, part_size: int) -> list[EvaluationPart]:
+    """The parts of one evaluation: for the train and the held-out goal set, the same `episodes`
+    fixed episode specs with the policy sampling, then greedy, cut into slices of `part_size`."""
+    parts = []
+    for held_out in (False, True):
+        goals = (train_env.held_out if held_out else train_env).goals
+        specs = episode_specs(goals, episodes, seed)
+        for mode in MODES:
+            for k, start in enumerate(range(0, len(specs), part_size)):
+                part_seed = random.Random(f"evaluation/{goals}/{mode}/{seed}/{k}").randrange(2**31)
+                parts.append(EvaluationPart(held_out, mode, tuple(specs[start : start + part_size]), part_seed))
+    return parts
+
+
+def summarize_evaluation(
+    train_env: EnvConfig, parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]
+) -> dict[str, float]:
+    """`eval/<goal set>/<mode>/<goal type or all>` success rates from each part's results."""
+    grouped: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
+    for part, part_results in zip(parts, results, strict=True):
+        grouped[(part.env(train_env).goals, part.mode)] += part_results
+    out = {}
+    for (goals, mode), episode_results in grouped.items():
+        for goal_type_name, row in success_by_goal_type(episode_results, goals).items():
+            out[f"eval/{goals}/{mode}/{goal_type_name}"] = row["success"]
+    return out
 
 
 def format_success_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:

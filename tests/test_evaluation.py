@@ -110,3 +110,26 @@ def test_env_config_variants_and_held_out_sets():
     assert EnvConfig.variant("full").held_out.goals == "test"
     with pytest.raises(ValueError, match="already a held-out set"):
         EnvConfig.variant("full").held_out.held_out
+
+
+def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy_policy():
+    """Parts only cut the episode list: greedy results (no sampling) equal one run over all specs."""
+    import torch
+
+    from sacglam.config import AgentConfig, TrainConfig
+    from sacglam.models import GLAMAgent
+    from sacglam.models.policy import LLMPolicy
+    from sacglam.training.common import EVAL_SEED_OFFSET, evaluate_agent, training_evaluation_parts
+
+    cfg = TrainConfig(agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=4, eval_episodes=10, progress=False)
+    torch.manual_seed(0)
+    agent = GLAMAgent(cfg.agent).eval()
+    parts = training_evaluation_parts(cfg)
+    assert len(parts) == 2 * 2 * 3 and {len(p.specs) for p in parts} == {4, 2}  # 10 episodes in parts of 4
+    results = evaluate_agent(agent, cfg)
+    for env_cfg in (cfg.env, cfg.env.held_out):
+        specs = episode_specs(env_cfg.goals, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET)
+        table = success_by_goal_type(run_episodes(LLMPolicy(agent, greedy=True), env_cfg, specs, num_envs=7), env_cfg.goals)
+        for goal_type_name, row in table.items():
+            assert results[f"eval/{env_cfg.goals}/greedy/{goal_type_name}"] == row["success"]
+        assert f"eval/{env_cfg.goals}/sampled/all" in results

@@ -248,3 +248,27 @@ def test_pipeline_settings_are_validated_with_a_fix():
         TrainConfig(sac=SACConfig.with_her(batch_size=255), pipeline=PipelineConfig(learners=2))
     with pytest.raises(ValueError, match=">= 1"):
         PipelineConfig(weight_sync_every=0)
+
+
+def test_the_progress_bar_stops_at_the_budget_when_the_last_chunk_goes_past_it(tmp_path):
+    """Collection runs in whole chunks (here 8 steps of 4 envs per worker): a budget that is
+    not a multiple of a chunk is overshot by the collection, never by the bar."""
+    seen = []
+    cfg = _cfg(tmp_path, "run", total_env_steps=100, progress=True,
+               pipeline=PipelineConfig(rollout_workers=2, chunk_steps=8))
+    run_pipeline(cfg, on_chunk=lambda driver: seen.append((driver.c.env_steps, driver.bar.n, driver.bar.total)))
+    assert seen[-1][0] > 100  # the collection went past the budget
+    assert all(n <= total == 100 for _, n, total in seen) and seen[-1][1] == 100
+
+
+def test_advance_never_passes_the_total():
+    import io
+
+    from tqdm import tqdm
+
+    from sacglam.progress import advance
+
+    bar = tqdm(total=10, file=io.StringIO())
+    for steps in (4, 4, 4, 4):
+        advance(bar, steps)
+    assert bar.n == 10

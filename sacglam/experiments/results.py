@@ -21,6 +21,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from sacglam.errors import UserInputError
+
+
+class ExperimentNotFoundError(UserInputError, FileNotFoundError):
+    """A directory that holds no experiment results (or no Tune experiment to resume)."""
+
 THRESHOLD = 0.8
 
 
@@ -71,7 +77,7 @@ def load_table(experiment_dir: Path) -> list[dict[str, Any]]:
         return pq.read_table(experiment_dir / "results.parquet").to_pylist()
     if (experiment_dir / "results.csv").exists():
         return pacsv.read_csv(experiment_dir / "results.csv").to_pylist()
-    raise FileNotFoundError(
+    raise ExperimentNotFoundError(
         f"{experiment_dir} holds no results.parquet or results.csv: pass the directory `sacglam tune` "
         "wrote (<storage>/<experiment>-<form>/) or a copy under benchmarks/results/"
     )
@@ -118,7 +124,7 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
 
     experiment_dir = Path(experiment_dir)
     if not (experiment_dir / "results.parquet").exists():
-        raise FileNotFoundError(f"{experiment_dir} has no results.parquet: give a directory written by `sacglam tune`")
+        raise ExperimentNotFoundError(f"{experiment_dir} has no results.parquet: give a directory written by `sacglam tune`")
     info_path = experiment_dir / "experiment.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     rows = load_table(experiment_dir)

@@ -21,8 +21,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from sacglam.experiments.results import write_results_table
+from sacglam.errors import UserInputError
+from sacglam.experiments.results import ExperimentNotFoundError, write_results_table
 from sacglam.experiments.spec import Trial, load_experiment
+from sacglam.pipeline.ray_cluster import connect
+
+
+class ExperimentExistsError(UserInputError, FileExistsError):
+    """A fresh grid asked for a directory that already holds that experiment."""
 
 
 def trial_bundles(trial: Trial, resources) -> list[dict[str, float]]:
@@ -91,18 +97,17 @@ def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tu
     storage = Path(storage).resolve()
     name = f"{experiment.experiment}-{experiment.form}"
     experiment_dir = storage / name
-    if not ray.is_initialized():
-        ray.init(address=address, logging_level="WARNING")
+    connect(address)
     params = [{"trial": asdict(t), "threads": experiment.resources.threads} for t in experiment.trials]
     bundles = trial_bundles(experiment.trials[0], experiment.resources)
     trainable = tune.with_resources(run_trial, tune.PlacementGroupFactory(bundles))
     if resume:
         if not tune.Tuner.can_restore(str(experiment_dir)):
-            raise FileNotFoundError(f"{experiment_dir} holds no Tune experiment to resume; run without --resume")
+            raise ExperimentNotFoundError(f"{experiment_dir} holds no Tune experiment to resume; run without --resume")
         tuner = tune.Tuner.restore(str(experiment_dir), trainable, resume_errored=True)
     else:
         if experiment_dir.exists():
-            raise FileExistsError(
+            raise ExperimentExistsError(
                 f"{experiment_dir} already holds this experiment: continue it with --resume, or pass another --storage"
             )
         tuner = tune.Tuner(

@@ -12,9 +12,11 @@ from typing import Any
 import torch
 
 from sacglam.config import TrainConfig
+from sacglam.evaluation import EvaluationPart
 from sacglam.learner import distributed
 from sacglam.learner.sac import SACLearner
 from sacglam.pipeline.handles import Handle, LocalFuture, resolve
+from sacglam.types import EpisodeResult
 
 
 class LearnerService:
@@ -78,10 +80,12 @@ class LearnerService:
     def weights_nbytes(self) -> int:
         return sum(p.numel() * p.element_size() for p in self.learner.agent.parameters() if p.requires_grad)
 
-    def evaluate(self) -> dict[str, float]:
-        from sacglam.training.common import evaluate_agent
+    def evaluate_part(self, part: EvaluationPart) -> list[EpisodeResult]:
+        """One part of an evaluation with the current weights (the driver walks through the parts
+        of `training_evaluation_parts` and shows progress between them)."""
+        from sacglam.training.common import run_evaluation_part
 
-        return evaluate_agent(self.learner.agent, self.cfg, seed=self.cfg.seed + 10_000)
+        return run_evaluation_part(self.learner.agent, self.cfg, part)
 
     def warm_start(self) -> dict[str, float]:
         return self.warm_start_metrics

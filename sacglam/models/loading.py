@@ -9,7 +9,9 @@ Model names:
   Playground-Text tokenizer (`sacglam.models.tiny`), materialised in the cache so that they load
   through the same code path as real models (4-bit included).
 - anything else: a local Hugging Face model directory, or a hub id (e.g. `google/flan-t5-base`)
-  where a hub or a local hub cache is reachable. Causal and encoder-decoder models both work.
+  already in the local hub cache (`huggingface-cli download google/flan-t5-base` puts it there).
+  Nothing is downloaded at run time unless `SACGLAM_ALLOW_DOWNLOADS=1` is set. Causal and
+  encoder-decoder models both work.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from sacglam.errors import UserInputError
 from sacglam.models.tiny import tiny_causal_lm, tiny_seq2seq_lm, word_level_tokenizer
 
 ModelKind = Literal["causal", "seq2seq"]
@@ -44,7 +47,7 @@ TINY_MODELS = {"tiny-causal": tiny_causal_lm, "tiny-seq2seq": tiny_seq2seq_lm}
 DEFAULT_MODEL = "smollm2-135m"
 
 
-class ModelNotFoundError(ValueError):
+class ModelNotFoundError(UserInputError, ValueError):
     """A model name that is neither built in nor a loadable directory or hub id."""
 
 
@@ -54,6 +57,11 @@ class LanguageModel:
     tokenizer: PreTrainedTokenizerBase
     kind: ModelKind
     name: str
+
+
+def _local_files_only() -> bool:
+    """Hub ids resolve from the local hub cache only, unless downloads are allowed explicitly."""
+    return os.environ.get("SACGLAM_ALLOW_DOWNLOADS") != "1"
 
 
 def cache_root() -> Path:
@@ -143,6 +151,23 @@ def _quiet_loading():
             hf_logging.enable_progress_bar()
 
 
+def check_model(name: str) -> tuple[str, ModelKind]:
+    """(path, kind) of a model name, reading only its config: raises `ModelNotFoundError` (the
+    name, the built-in names and the reason on one line) before anything is built. Built-in models
+    are materialised in the cache here, once."""
+    path = resolve_model_path(name)
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=_local_files_only())
+    except (OSError, ValueError) as error:
+        where = "the local hub cache" if _local_files_only() else "the hub"
+        raise ModelNotFoundError(
+            f"cannot load model {name!r}: it is not a built-in model ({', '.join(available_models())}), "
+            f"a local Hugging Face model directory, or a hub id in {where} ({error.__class__.__name__}); "
+            "pass one of these (hub ids: download first, or set SACGLAM_ALLOW_DOWNLOADS=1)"
+        ) from error
+    return path, ("seq2seq" if config.is_encoder_decoder else "causal")
+
+
 def load_language_model(
     name: str = DEFAULT_MODEL,
     *,
@@ -154,15 +179,7 @@ def load_language_model(
 
     With `load_in_4bit`, the linear layers are bitsandbytes NF4 (CPU or GPU) and compute in `dtype`.
     """
-    path = resolve_model_path(name)
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as error:
-        raise ModelNotFoundError(
-            f"cannot load model {name!r}: it is not a built-in model ({', '.join(available_models())}), "
-            f"a local Hugging Face model directory, or a reachable hub id ({error.__class__.__name__}: {error})"
-        ) from error
-    kind: ModelKind = "seq2seq" if config.is_encoder_decoder else "causal"
+    path, kind = check_model(name)
     auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
     kwargs = {"dtype": dtype}
     if load_in_4bit:
@@ -171,10 +188,10 @@ def load_language_model(
         )
         kwargs["device_map"] = {"": str(device)}
     with _quiet_loading():
-        model = auto.from_pretrained(path, **kwargs)
+        model = auto.from_pretrained(path, local_files_only=_local_files_only(), **kwargs)
     if not load_in_4bit:
         model = model.to(device)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=_local_files_only())
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()

@@ -28,10 +28,12 @@ import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL
+from sacglam.evaluation import OVERALL, summarize_evaluation
 from sacglam.pipeline.checkpoint import CheckpointStore
 from sacglam.pipeline.components import Components
 from sacglam.pipeline.handles import LocalFuture, resolve, resolve_all, wait_any
+from sacglam.progress import advance
+from sacglam.training.common import evaluation_bar, training_evaluation_parts
 from sacglam.training.metrics import MetricsLogger
 
 
@@ -75,7 +77,7 @@ class PipelineDriver:
         self.weights_nbytes = resolve(parts.learners[0].call("weights_nbytes"))
         self.chunk = cfg.pipeline.chunk_steps * (cfg.num_envs // cfg.pipeline.rollout_workers)
         self.idle_workers = list(range(len(parts.workers)))
-        self.bar = tqdm(total=cfg.total_env_steps, initial=counters.env_steps, disable=not cfg.progress,
+        self.bar = tqdm(total=cfg.total_env_steps, initial=min(counters.env_steps, cfg.total_env_steps), disable=not cfg.progress,
                         desc=f"{cfg.algo} ({cfg.runner})", unit="step")
         self._clock = time.perf_counter()
 
@@ -185,7 +187,7 @@ class PipelineDriver:
         c.recent.append((result["episodes"], result["successes"]))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
-        self.bar.update(result["env_steps"])
+        advance(self.bar, result["env_steps"])
         if self.parts.dashboard is not None:
             self.parts.dashboard.count(result["env_steps"], result["episodes"])
         if not explore:
@@ -223,8 +225,15 @@ class PipelineDriver:
                            "sync/version": version}
 
     def evaluate(self) -> None:
+        """Rank 0 runs the evaluation part by part; a per-episode bar shows its progress."""
         self._pause()
-        results = resolve(self.parts.learners[0].call("evaluate"))
+        parts = training_evaluation_parts(self.cfg)
+        episodes = []
+        with evaluation_bar(self.cfg) as bar:
+            for part in parts:
+                episodes.append(resolve(self.parts.learners[0].call("evaluate_part", part)))
+                bar.update(len(part.specs))
+        results = summarize_evaluation(self.cfg.env, parts, episodes)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
         self.logger.log(self.c.env_steps, results | {"time/train_seconds": self.c.train_seconds})
         if self.parts.dashboard is not None:

@@ -18,14 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sacglam.config import TrainConfig
+from sacglam.errors import UserInputError
 from sacglam.pipeline.components import Components, envs_per_worker, worker_seed
 from sacglam.pipeline.handles import RayHandle, resolve_all
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 
 
-class ClusterTooSmallError(RuntimeError):
+class ClusterTooSmallError(UserInputError, RuntimeError):
     """The run asks for more resources than the Ray cluster has (or can free in time)."""
+
+
+class ClusterUnreachableError(UserInputError, ConnectionError):
+    """`--address` names a Ray cluster this machine cannot join."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,13 @@ def connect(address: str | None) -> str | None:
     import ray
 
     if not ray.is_initialized():
-        context = ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+        try:
+            context = ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+        except ConnectionError as error:
+            raise ClusterUnreachableError(
+                f"cannot join the Ray cluster at {address!r} ({error}): check the address (`ray status` on the head "
+                "node prints it), or leave --address out to start a local Ray"
+            ) from error
     else:
         context = ray.get_runtime_context()
     url = getattr(context, "dashboard_url", None)

@@ -9,6 +9,8 @@ from typing import Callable
 import torch
 
 from sacglam.config import TrainConfig
+from sacglam.errors import UserInputError
+from sacglam.models.loading import check_model
 from sacglam.pipeline.checkpoint import CheckpointStore
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
@@ -16,7 +18,7 @@ from sacglam.pipeline.handles import resolve
 from sacglam.training.metrics import MetricsLogger
 
 
-class RunDirectoryError(RuntimeError):
+class RunDirectoryError(UserInputError, RuntimeError):
     """The output directory does not fit the request (a fresh run over old checkpoints, or a
     resume without any)."""
 
@@ -35,7 +37,12 @@ def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: C
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
             "or choose another --output-dir (nothing was changed)"
         )
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunDirectoryError(f"cannot create the run directory {cfg.output_dir} ({error.strerror}): choose another --output-dir") from error
+    # A model name that does not load fails here, in one line, before any actor starts.
+    check_model(cfg.agent.model)
     if cfg.resume is None:
         (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
     resumed_at = json.loads((latest / "driver.json").read_text())["env_steps"] if latest else None

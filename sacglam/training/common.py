@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL, episode_specs, run_episodes, success_by_goal_type
+from sacglam.evaluation import OVERALL, EvaluationPart, evaluation_parts, run_episodes, summarize_evaluation
 from sacglam.models.agent import GLAMAgent
 from sacglam.models.policy import LLMPolicy
 from sacglam.training.metrics import MetricsLogger
@@ -31,22 +31,41 @@ def start_run(cfg: TrainConfig) -> tuple[MetricsLogger, GLAMAgent]:
     return logger, agent
 
 
-def evaluate_agent(agent: GLAMAgent, cfg: TrainConfig, seed: int) -> dict[str, float]:
-    """`eval/<goal set>/<sampled|greedy>/<goal type>` success rates on the train and held-out goals."""
-    results = {}
-    for env_cfg in (cfg.env, cfg.env.held_out):
-        specs = episode_specs(env_cfg.goals, cfg.eval_episodes, seed)
-        for mode in ("sampled", "greedy"):
-            policy = LLMPolicy(agent, greedy=mode == "greedy", seed=seed)
-            table = success_by_goal_type(run_episodes(policy, env_cfg, specs, cfg.num_envs), env_cfg.goals)
-            for goal_type, row in table.items():
-                results[f"eval/{env_cfg.goals}/{mode}/{goal_type}"] = row["success"]
-    return results
+EVAL_SEED_OFFSET = 10_000  # evaluation episodes never share seeds with training episodes
+
+
+def training_evaluation_parts(cfg: TrainConfig) -> list[EvaluationPart]:
+    """The run's evaluation, in parts of `num_envs` episodes: the same fixed episodes every time
+    (seed + 10,000), so curves compare like with like."""
+    return evaluation_parts(cfg.env, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET, part_size=cfg.num_envs)
+
+
+def run_evaluation_part(agent: GLAMAgent, cfg: TrainConfig, part: EvaluationPart) -> list:
+    """The part's episodes with the agent (its own seeded sampler), `cfg.num_envs` at a time."""
+    policy = LLMPolicy(agent, greedy=part.mode == "greedy", seed=part.seed)
+    return run_episodes(policy, part.env(cfg.env), part.specs, cfg.num_envs)
+
+
+def evaluate_agent(agent: GLAMAgent, cfg: TrainConfig, progress: tqdm | None = None) -> dict[str, float]:
+    """`eval/<goal set>/<sampled|greedy>/<goal type>` success rates on the train and held-out goals;
+    `progress`, when given, advances by one per finished episode."""
+    parts = training_evaluation_parts(cfg)
+    results = []
+    for part in parts:
+        results.append(run_evaluation_part(agent, cfg, part))
+        if progress is not None:
+            progress.update(len(part.specs))
+    return summarize_evaluation(cfg.env, parts, results)
+
+
+def evaluation_bar(cfg: TrainConfig) -> tqdm:
+    """The per-episode bar shown while an evaluation runs (it disappears when done)."""
+    total = 4 * cfg.eval_episodes  # train and held-out goals, sampled and greedy
+    return tqdm(total=total, desc="evaluating", unit="episode", leave=False, disable=not cfg.progress)
 
 
 class EvaluationSchedule:
-    """Evaluates at step 0, every `cfg.eval_every` env steps, and at the end of the budget; the
-    same fixed episode set every time (seed + 10,000), so curves compare like with like."""
+    """Evaluates at step 0, every `cfg.eval_every` env steps, and at the end of the budget."""
 
     def __init__(self, agent: GLAMAgent, cfg: TrainConfig, logger: MetricsLogger, bar: tqdm):
         self.agent, self.cfg, self.logger, self.bar = agent, cfg, logger, bar
@@ -56,7 +75,8 @@ class EvaluationSchedule:
     def __call__(self, env_steps: int, train_seconds: float, extra: dict[str, float] | None = None) -> None:
         if env_steps < self.next and env_steps < self.cfg.total_env_steps:
             return
-        self.latest = evaluate_agent(self.agent, self.cfg, seed=self.cfg.seed + 10_000)
+        with evaluation_bar(self.cfg) as bar:
+            self.latest = evaluate_agent(self.agent, self.cfg, progress=bar)
         self.logger.log(env_steps, self.latest | {"time/train_seconds": train_seconds})
         self.next += self.cfg.eval_every
         postfix = {"success": f"{self.latest[f'eval/{self.cfg.env.goals}/sampled/{OVERALL}']:.2f}"} | (extra or {})

@@ -15,6 +15,7 @@ from sacglam.envs.observation import split_goal
 from sacglam.learner.ppo import PPOLearner, Rollout
 from sacglam.learner.ppo_losses import generalized_advantages
 from sacglam.models.agent import GLAMAgent
+from sacglam.progress import advance
 from sacglam.training.common import EvaluationSchedule, start_run
 from sacglam.training.ppo_her import StepRecord, choose_segments, relabel_candidates, relabeled_transitions
 
@@ -116,7 +117,7 @@ def train_ppo(cfg: TrainConfig) -> dict[str, float]:
         metrics = learner.update(rollout)
         env_steps += ppo.rollout_steps
         train_seconds += time.perf_counter() - start
-        bar.update(ppo.rollout_steps)
+        advance(bar, ppo.rollout_steps)
         logger.log(
             env_steps,
             metrics

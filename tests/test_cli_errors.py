@@ -1,0 +1,35 @@
+"""Every subcommand answers a bad input with one line on stderr, `sacglam: <what and how to fix>`,
+exit status 2 and no traceback; nothing is run or written before the check."""
+
+import pytest
+
+from sacglam.cli import main
+
+BAD_INPUTS = {
+    "evaluate: unknown model": (["evaluate", "--agent.model", "no-such-model", "--policies", "llm-sampled"], "no-such-model"),
+    "evaluate: unwritable output": (["evaluate", "--output", "/proc/no/such/file.json"], "--output"),
+    "train: unknown model": (["train", "--agent.model", "no-such-model", "--output-dir", "{tmp}/run"], "built-in model"),
+    "train: missing config file": (["train", "--config", "{tmp}/nothing.yaml"], "does not exist"),
+    "train: experiment file as config": (["train", "--config", "tune_configs/warmup.yaml"], "unknown key 'description'"),
+    "train: --config without a file": (["train", "--config"], "--config needs a YAML file"),
+    "train: resume of no run": (["train", "--resume", "{tmp}/none"], "--resume takes a directory"),
+    "train: unwritable run directory": (["train", "--agent.model", "tiny-causal", "--output-dir", "/proc/no/run"], "--output-dir"),
+    "tune: missing experiment": (["tune", "{tmp}/nothing.yaml"], "does not exist"),
+    "tune: unknown form": (["tune", "tune_configs/warmup.yaml", "--form", "nope"], "no form 'nope'"),
+    "tune: training config as experiment": (["tune", "tune_configs/cpu_simple_sac.yaml"], "forms"),
+    "plot: not an experiment": (["plot", "{tmp}"], "sacglam tune"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])
+    args, expected = BAD_INPUTS[case]
+    with pytest.raises(SystemExit) as stop:
+        main([a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    message = [line for line in err if line.startswith("sacglam: ")]
+    assert len(message) == 1 and expected in message[0], err
+    assert not any("Traceback" in line for line in err)
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
