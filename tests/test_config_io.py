@@ -58,5 +58,5 @@ def test_cli_flags_override_the_config_file():
 
 
 def test_cli_reports_a_missing_config_file():
-    with pytest.raises(SystemExit, match="does not exist"):
+    with pytest.raises(ConfigError, match="does not exist"):
         parse(["train", "--config", "no/such.yaml"])
