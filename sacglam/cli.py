@@ -1,9 +1,10 @@
 """The `sacglam` command. Subcommands parse into the config dataclasses of `sacglam.config`
 (tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
 
+    sacglam demo   # the main job (make demo): tune_configs/demo_*.yaml through Ray, one report
     sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
     sacglam train --config tune_configs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
-    sacglam train --config tune_configs/demo_ray_smollm2.yaml --runner ray [--address auto]
+    sacglam train --config tune_configs/demo_smollm2.yaml [--address auto]
     sacglam train --resume runs/demo   # continue a killed run from its newest checkpoint
     sacglam tune tune_configs/nstep_buffer.yaml [--form cpu|gpu] [--resume]
     sacglam plot runs/tune/nstep_buffer-cpu
@@ -11,18 +12,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import tyro
 
 from sacglam.config import EnvConfig, EvalConfig, TrainConfig
 from sacglam.config_io import from_dict, load_yaml_config
+from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError
 from sacglam.envs.expert import ExpertPolicy
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
@@ -139,13 +144,9 @@ def train(cfg: TrainConfig) -> dict[str, float]:
             if resumable and cfg.algo != "ppo" else "sacglam: interrupted before the first checkpoint; nothing to resume"
         ) from None
     cfg = replace(cfg, output_dir=run_dir)
-    records = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
-    before = next(r for r in records if any(k.startswith("eval/") for k in r))
-    print(f"{cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps: success before -> after training")
-    for name in sorted(k for k in final if k.endswith("/all")):
-        print(f"  {name:<40} {before[name]:.3f} -> {final[name]:.3f}")
-    from sacglam.report import write_report
+    from sacglam.report import before_and_after, write_report
 
+    print(before_and_after(cfg.output_dir))
     print(f"report: {write_report(cfg.output_dir)}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {cfg.output_dir}")
     return final
 
@@ -195,7 +196,12 @@ def plot(args: PlotArgs) -> None:
     print(f"plot: {png}; summary: {summary}")
 
 
+def demo(args: DemoArgs) -> Path:
+    return run_demo(args, train)
+
+
 COMMANDS = {
+    "demo": (DemoArgs, demo),
     "evaluate": (EvalConfig, evaluate),
     "train": (TrainConfig, train),
     "tune": (TuneArgs, tune),
@@ -207,7 +213,10 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     """`<command> [--config FILE.yaml] [--field value ...]`: the YAML file gives the defaults,
     flags override them."""
     if not args or args[0] not in COMMANDS:
-        return tyro.extras.subcommand_cli_from_dict({name: cls for name, (cls, _) in COMMANDS.items()}, prog="sacglam", args=args)
+        return _one_line_errors(
+            "sacglam", tyro.extras.subcommand_cli_from_dict, {name: cls for name, (cls, _) in COMMANDS.items()},
+            prog="sacglam", args=args,
+        )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
     default = None
@@ -219,7 +228,32 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             raise UsageError("--config needs a YAML file, e.g. --config tune_configs/cpu_simple_sac_her.yaml")
         default = load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
-    return tyro.cli(cls, default=default, args=rest, prog=f"sacglam {args[0]}")
+    return _one_line_errors(f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}")
+
+
+_BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders
+
+
+def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run a tyro parser; its rejection of a flag (a box of several lines on stderr) becomes one
+    `UsageError` line: the box's message, then where the help is. Help and success pass through."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return cli(*args, **kwargs)
+    except SystemExit as stop:
+        if stop.code in (0, None):
+            sys.stderr.write(captured.getvalue())
+            raise
+        # The box: a top border with the title, the message (wrapped over rows), a rule, the help.
+        rows = [_BOX.sub("", line).strip() for line in captured.getvalue().splitlines()[1:]]
+        message = []
+        for row in rows:
+            if set(row) <= set("─ ") and row:
+                break
+            message.append(row)
+        text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
+        raise UsageError(f"{text} (`{command} --help` lists every option)") from None
 
 
 def resumed_config(args: list[str]) -> TrainConfig:

@@ -379,7 +379,7 @@ class TrainConfig:
     eval_every: int = 5_000
     """Environment steps between evaluations (also at the start and the end)."""
     eval_episodes: int = 64
-    """Episodes per evaluation and goal set (stratified by goal type)."""
+    """Episodes per evaluation and goal set (stratified by goal type); 0: no evaluation."""
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
     warm_start_steps: int = 0
@@ -425,5 +425,7 @@ class TrainConfig:
             )
         if self.algo != "ppo" and self.agent.critic not in ("action", "observation"):
             raise ValueError("SAC needs a Q-critic: set agent.critic to 'action' (the paper's) or 'observation'")
-        if min(self.num_envs, self.total_env_steps, self.eval_every, self.eval_episodes, self.log_every) < 1:
-            raise ValueError("num_envs, total_env_steps, eval_every, eval_episodes and log_every must be >= 1")
+        if min(self.num_envs, self.total_env_steps, self.eval_every, self.log_every) < 1:
+            raise ValueError("num_envs, total_env_steps, eval_every and log_every must be >= 1")
+        if self.eval_episodes < 0:
+            raise ValueError(f"eval_episodes must be >= 0 (0: no evaluation), got {self.eval_episodes}")

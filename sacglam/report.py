@@ -1,55 +1,116 @@
 """A run's report: `report.md` (success before and after, per goal set and mode, and the last
 training figures) and `curves.png` (evaluation success and training success against env steps),
-written into the run directory from its `metrics.jsonl`."""
+written into the run directory from its `metrics.jsonl`; and the before -> after lines the CLI
+prints at the end of a run."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+# The last training record's figures a report shows (those the run logged).
+TRAINING_FIGURES = [
+    "train/success", "learner/gradient_steps", "alpha", "loss/critic", "buffer/transitions",
+    "buffer/relabeled_fraction", "inference/policy_lag_max", "sync/bytes", "sync/seconds",
+    "time/train_seconds", "time/env_steps_per_s", "time/updates_per_s",
+]
+
 
 def _records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def write_report(run_dir: str | Path) -> Path:
+def evaluations(records: list[dict]) -> list[dict]:
+    return [r for r in records if any(k.startswith("eval/") for k in r)]
+
+
+def overall_keys(evals: list[dict]) -> list[str]:
+    """`eval/<goal set>/<mode>/all` of the last evaluation, sorted."""
+    return sorted(k for k in evals[-1] if k.startswith("eval/") and k.endswith("/all")) if evals else []
+
+
+def last_training_record(records: list[dict]) -> dict:
+    trains = [r for r in records if "train/success" in r]
+    return trains[-1] if trains else {}
+
+
+def run_title(run_dir: Path) -> str:
+    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    if not config:
+        return str(run_dir)
+    return (f"{config.get('algo')} on {config['agent']['model']}, {config.get('total_env_steps')} env steps, "
+            f"runner {config.get('runner', 'local')}")
+
+
+def before_and_after(run_dir: str | Path) -> str:
+    """What a finished run prints: success before -> after training on each goal set and mode (or,
+    without evaluations, the last training record's headline figures)."""
+    run_dir = Path(run_dir)
+    records = _records(run_dir)
+    evals = evaluations(records)
+    if not evals:
+        last = last_training_record(records)
+        figures = ", ".join(f"{k} {last[k]:.4g}" for k in TRAINING_FIGURES if isinstance(last.get(k), (int, float)))
+        return f"{run_title(run_dir)}: no evaluation (eval_episodes 0); last training record: {figures}"
+    lines = [f"{run_title(run_dir)}: success before -> after training "
+             f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']})"]
+    lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
+    return "\n".join(lines)
+
+
+def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
+    """The body of a run's report (Markdown); `image` is the curves' path relative to the report."""
+    records = _records(run_dir)
+    evals, last = evaluations(records), last_training_record(records)
+    lines = [run_title(run_dir), ""]
+    if evals:
+        lines += ["| success (all goal types) | before | after |", "| --- | --- | --- |"]
+        lines += [f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)]
+        lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
+        keys = overall_keys(evals)
+        lines += ["Learning curve (success, all goal types):", "",
+                  "| env steps | " + " | ".join(k.removeprefix("eval/").removesuffix("/all") for k in keys) + " |",
+                  "| --- |" + " --- |" * len(keys)]
+        lines += [f"| {r['env_steps']} | " + " | ".join(f"{r[k]:.3f}" for k in keys) + " |" for r in evals]
+        lines += [""]
+    else:
+        lines += ["No evaluation in this run (eval_episodes 0).", ""]
+    if last:
+        lines += ["| last training record | value |", "| --- | --- |"]
+        lines += [f"| {k} | {last[k]:.4g} |" for k in TRAINING_FIGURES if isinstance(last.get(k), (int, float))]
+    lines += ["", f"![curves]({image})", ""]
+    return lines
+
+
+def plot_curves(run_dir: Path) -> Path:
+    """`curves.png`: evaluation success (overall, per goal set and mode) and training-episode
+    success against env steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run_dir = Path(run_dir)
     records = _records(run_dir)
-    evals = [r for r in records if any(k.startswith("eval/") for k in r)]
+    evals = evaluations(records)
     trains = [r for r in records if "train/success" in r]
-    overall = sorted(k for k in evals[-1] if k.startswith("eval/") and k.endswith("/all")) if evals else []
-    lines = [f"# Run report: {run_dir}", ""]
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
-    if config:
-        lines += [f"{config.get('algo')} on {config['agent']['model']}, {config.get('total_env_steps')} env steps, "
-                  f"runner {config.get('runner', 'local')}", ""]
-    if evals:
-        lines += ["| success (all goal types) | before | after |", "| --- | --- | --- |"]
-        lines += [f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall]
-        lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
-    if trains:
-        last = trains[-1]
-        keys = ["train/success", "learner/gradient_steps", "alpha", "loss/critic", "buffer/transitions",
-                "buffer/relabeled_fraction", "inference/policy_lag_max", "sync/bytes", "sync/seconds",
-                "time/env_steps_per_s", "time/updates_per_s"]
-        lines += ["| last training record | value |", "| --- | --- |"]
-        lines += [f"| {k} | {last[k]:.4g} |" for k in keys if isinstance(last.get(k), (int, float))]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for key in overall:
+    for key in overall_keys(evals):
         axes[0].plot([r["env_steps"] for r in evals], [r[key] for r in evals], marker="o", label=key.removeprefix("eval/"))
     axes[0].set(xlabel="env steps", ylabel="success rate", title="evaluation", ylim=(0, 1))
-    axes[0].legend(fontsize=7)
+    if evals:
+        axes[0].legend(fontsize=7)
     axes[1].plot([r["env_steps"] for r in trains], [r["train/success"] for r in trains])
     axes[1].set(xlabel="env steps", ylabel="success rate", title="training episodes (recent ~200)", ylim=(0, 1))
     fig.tight_layout()
-    fig.savefig(run_dir / "curves.png", dpi=100)
+    path = run_dir / "curves.png"
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    lines += ["", "![curves](curves.png)", ""]
+    return path
+
+
+def write_report(run_dir: str | Path) -> Path:
+    run_dir = Path(run_dir)
+    plot_curves(run_dir)
     report = run_dir / "report.md"
-    report.write_text("\n".join(lines))
+    report.write_text("\n".join([f"# Run report: {run_dir}", "", *report_lines(run_dir)]))
     return report

@@ -18,6 +18,14 @@ BAD_INPUTS = {
     "tune: unknown form": (["tune", "tune_configs/warmup.yaml", "--form", "nope"], "no form 'nope'"),
     "tune: training config as experiment": (["tune", "tune_configs/cpu_simple_sac.yaml"], "forms"),
     "plot: not an experiment": (["plot", "{tmp}"], "sacglam tune"),
+    # rejected by the flag parser (its multi-line box becomes one line)
+    "train: value out of range": (["train", "--sac.gamma", "2"], "gamma must be in [0, 1], got 2.0"),
+    "train: settings that do not fit together": (["train", "--num-envs", "3", "--pipeline.rollout-workers", "2"],
+                                                 "split evenly over pipeline.rollout_workers=2"),
+    "train: unknown flag": (["train", "--nope", "3"], "Unrecognized options: --nope"),
+    "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
+    "tune: missing argument": (["tune"], "Missing from sacglam tune"),
+    "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),
 }
 
 

@@ -37,15 +37,33 @@ def test_algo_and_her_must_agree():
         TrainConfig(algo="sac", sac=SACConfig.with_her())
 
 
-@pytest.mark.slow
-def test_sac_her_learns_the_simplified_task(tmp_path):
-    """Learning notes: SAC+HER reaches 0.8 sampled success within about 15k env steps on the
-    simplified task from a language warm start. Here, with the CPU-sized config: at least 0.5 at
-    one of the evaluations by 9k steps (single runs oscillate, so the best one is checked)."""
+# The learning test: the CPU-sized SAC+HER config for 9k env steps, evaluated every 3k on 128
+# fixed episodes per goal set (standard error of a success rate <= 0.044). Floating-point results
+# differ between CPUs and thread counts, so the test asserts a rise its runs clear by a wide margin
+# (`benchmarks/test_margins.py` measures it over seeds and thread counts; docs/testing.md).
+LEARNING_TEST_THREADS = 1
+LEARNING_TEST_MIN_RISE = 0.15
+CURVE_KEY = "eval/simple-train/sampled/all"
+
+
+def learning_test_config(seed: int, output_dir: Path) -> TrainConfig:
     cfg = load_yaml_config(TrainConfig, Path(__file__).resolve().parents[1] / "tune_configs" / "cpu_simple_sac_her.yaml")
-    cfg = replace(cfg, total_env_steps=9_000, eval_every=3_000, seed=0, output_dir=tmp_path / "run", progress=False)
-    train_sac(cfg)
-    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    curve = [r["eval/simple-train/sampled/all"] for r in records if "eval/simple-train/sampled/all" in r]
-    assert len(curve) == 4 and curve[0] < 0.35  # starts near the uniform-random floor
-    assert max(curve) >= 0.5, curve
+    return replace(cfg, total_env_steps=9_000, eval_every=3_000, eval_episodes=128, seed=seed, output_dir=output_dir,
+                   progress=False)
+
+
+def learning_curve(output_dir: Path) -> list[float]:
+    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r[CURVE_KEY] for r in records if CURVE_KEY in r]
+
+
+@pytest.mark.slow
+def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
+    """Learning notes: SAC+HER reaches 0.8 sampled success within about 15k env steps on the
+    simplified task from a language warm start. Here: from the warm-started start near the
+    uniform-random floor (0.26), the sampled success at 9k env steps is at least 0.15 higher."""
+    torch_threads(LEARNING_TEST_THREADS)
+    train_sac(learning_test_config(seed=0, output_dir=tmp_path / "run"))
+    curve = learning_curve(tmp_path / "run")
+    assert len(curve) == 4 and curve[0] < 0.4, curve  # starts near the uniform-random floor
+    assert curve[-1] - curve[0] >= LEARNING_TEST_MIN_RISE, curve

@@ -87,7 +87,7 @@ class PipelineDriver:
         self.publish(wait=True)  # inference must hold the learner's weights before acting
         while True:
             self._tick()
-            if self.c.env_steps >= self.c.next_eval and not self._training():
+            if self._eval_due() and not self._training():
                 self.evaluate()
             if self._checkpoint_due() and not self.in_flight:
                 self.checkpoint()
@@ -101,7 +101,7 @@ class PipelineDriver:
             for future in finished:
                 self._finish(future)
         self._tick()
-        if self.latest_eval.get("env_steps") != self.c.env_steps:
+        if self.cfg.eval_episodes and self.latest_eval.get("env_steps") != self.c.env_steps:
             self.evaluate()
         self.log()
         self.checkpoint()
@@ -123,6 +123,9 @@ class PipelineDriver:
     def _training(self) -> bool:
         return any(kind == "train" for kind, _ in self.in_flight.values())
 
+    def _eval_due(self) -> bool:
+        return bool(self.cfg.eval_episodes) and self.c.env_steps >= self.c.next_eval
+
     def _checkpoint_due(self) -> bool:
         every = self.cfg.pipeline.checkpoint_every
         return bool(every) and self.c.env_steps >= self.c.next_checkpoint
@@ -137,7 +140,7 @@ class PipelineDriver:
     # ------------------------------------------------------------------ issuing
 
     def _issue_training(self) -> None:
-        if self._training() or self._checkpoint_due() or self.c.env_steps >= self.c.next_eval:
+        if self._training() or self._checkpoint_due() or self._eval_due():
             return
         due = self._due()
         if due > self.updates_issued:

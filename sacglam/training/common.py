@@ -73,7 +73,7 @@ class EvaluationSchedule:
         self.latest: dict[str, float] = {}
 
     def __call__(self, env_steps: int, train_seconds: float, extra: dict[str, float] | None = None) -> None:
-        if env_steps < self.next and env_steps < self.cfg.total_env_steps:
+        if not self.cfg.eval_episodes or (env_steps < self.next and env_steps < self.cfg.total_env_steps):
             return
         with evaluation_bar(self.cfg) as bar:
             self.latest = evaluate_agent(self.agent, self.cfg, progress=bar)

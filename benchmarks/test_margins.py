@@ -1,0 +1,72 @@
+"""The learning test's margins: `tests/test_sac_training.py::test_sac_her_learns_the_simplified_task`
+run over several seeds and torch thread counts (floating-point results differ between thread
+counts as they do between CPUs), with the rise it asserts and the margin each run clears it by.
+
+    .venv/bin/python benchmarks/test_margins.py [--seeds 0 1 2] [--threads 1 2] [--workers 1]
+
+Writes benchmarks/results/test_margins.json and prints a table. Each run is a separate process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+import tyro
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Args:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Seeds of the learning test's run."""
+    threads: tuple[int, ...] = (1, 2)
+    """torch thread counts."""
+    workers: int = 1
+    """Runs at a time (each takes `threads` threads: more than the cores skews nothing but time)."""
+    output: Path = Path("benchmarks/results/test_margins.json")
+
+
+def run_one(seed: int, threads: int) -> dict:
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from sacglam.training.sac_trainer import train_sac
+    from tests.test_sac_training import learning_curve, learning_test_config
+
+    torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        train_sac(learning_test_config(seed, Path(tmp) / "run"))
+        seconds = time.perf_counter() - start
+        curve = learning_curve(Path(tmp) / "run")
+    return {"seed": seed, "threads": threads, "curve": curve, "rise": curve[-1] - curve[0], "seconds": seconds}
+
+
+def main(args: Args) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests.test_sac_training import LEARNING_TEST_MIN_RISE
+
+    jobs = [(seed, threads) for threads in args.threads for seed in args.seeds]
+    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+        runs = list(pool.map(run_one, *zip(*jobs)))
+    print(f"learning test: sampled train-goal success at 0, 3k, 6k, 9k env steps; asserted rise >= {LEARNING_TEST_MIN_RISE}")
+    print(f"{'seed':>4} {'threads':>7}  {'curve':<28} {'rise':>6} {'margin':>7} {'seconds':>8}")
+    for r in runs:
+        curve = " ".join(f"{v:.3f}" for v in r["curve"])
+        print(f"{r['seed']:>4} {r['threads']:>7}  {curve:<28} {r['rise']:>6.3f} {r['rise'] - LEARNING_TEST_MIN_RISE:>7.3f} {r['seconds']:>8.0f}")
+    worst = min(r["rise"] for r in runs)
+    print(f"smallest rise {worst:.3f}: {worst / LEARNING_TEST_MIN_RISE:.1f}x the asserted {LEARNING_TEST_MIN_RISE}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"min_rise": LEARNING_TEST_MIN_RISE, "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
