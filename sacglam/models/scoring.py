@@ -140,29 +140,45 @@ def naive_score_seq2seq(
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
 ) -> CandidateScores:
-    """One encoder-decoder forward per candidate, unbatched: the prompt alone in the encoder and
-    `[start] + action` in the decoder; logits at positions 0..L-1 score the action's tokens, the
-    feature is the decoder's last hidden state at position L (after the action's last token)."""
+    """One row per candidate: the prompt, re-encoded for every candidate, in the encoder and
+    `[start] + action` in the decoder (both right-padded), full LM head everywhere. Logits at
+    positions 0..L-1 score the action's tokens; the feature is the decoder's last hidden state at
+    position L (after the action's last token); the prompt feature is position 0 (the start token)."""
     device = model.get_input_embeddings().weight.device
     start = model.config.decoder_start_token_id
-    ll, features, prompt_features = [], [], []
-    for prompt, cs in zip(prompts, candidates):
-        encoder_ids = torch.tensor([tokenizer(prompt)["input_ids"]], device=device)
-        for k, action in enumerate(cs):
-            a = _naive_action_ids(tokenizer, action, leading_space=False)
-            out = model(
-                input_ids=encoder_ids,
-                decoder_input_ids=torch.tensor([[start] + a], device=device),
-                output_hidden_states=True,
-                use_cache=False,
-            )
-            log_probs = out.logits[0, :-1].float().log_softmax(-1)  # (L, V): position j predicts a_{j+1}
-            ll.append(log_probs.gather(-1, torch.tensor(a, device=device)[:, None]).sum())
-            hidden = out.decoder_hidden_states[-1][0]  # (L+1, H)
-            features.append(hidden[-1])
-            if k == 0:
-                prompt_features.append(hidden[0])
-    return CandidateScores(torch.stack(ll), torch.stack(features), torch.stack(prompt_features))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    prompt_ids = tokenizer(list(prompts))["input_ids"]
+    encoder_rows, decoder_rows, firsts = [], [], []
+    for p, cs in zip(prompt_ids, candidates):
+        firsts.append(len(decoder_rows))
+        for action in cs:
+            encoder_rows.append(p)
+            decoder_rows.append([start] + _naive_action_ids(tokenizer, action, leading_space=False))
+
+    def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        T = max(len(r) for r in rows)
+        ids = torch.tensor([r + [pad] * (T - len(r)) for r in rows], device=device)
+        mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows], device=device)
+        return ids, mask
+
+    encoder_ids, encoder_mask = padded(encoder_rows)
+    decoder_ids, decoder_mask = padded(decoder_rows)
+    out = model(
+        input_ids=encoder_ids,
+        attention_mask=encoder_mask,
+        decoder_input_ids=decoder_ids,
+        decoder_attention_mask=decoder_mask,
+        output_hidden_states=True,
+        use_cache=False,
+    )
+    log_probs = out.logits.float().log_softmax(-1)
+    hidden = out.decoder_hidden_states[-1]
+    ll, features = [], []
+    for n, row in enumerate(decoder_rows):
+        L = len(row) - 1  # action tokens
+        ll.append(log_probs[n, :L].gather(-1, decoder_ids[n, 1 : L + 1, None]).sum())
+        features.append(hidden[n, L])
+    return CandidateScores(torch.stack(ll), torch.stack(features), hidden[firsts, 0])
 
 
 def naive_score(
