@@ -80,6 +80,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             cfg.output.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
+        if cfg.output.is_dir():
+            raise OutputPathError(f"{cfg.output} is a directory: --output takes a file name, e.g. {cfg.output / 'evaluation.json'}")
     if any(name.startswith("llm-") for name in cfg.policies):
         from sacglam.models.loading import check_model
 
@@ -240,7 +242,9 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return cli(*args, **kwargs)
+            parsed = cli(*args, **kwargs)
+        sys.stderr.write(captured.getvalue())  # warnings of a successful parse still reach the user
+        return parsed
     except SystemExit as stop:
         if stop.code in (0, None):
             sys.stderr.write(captured.getvalue())
@@ -265,7 +269,10 @@ def resumed_config(args: list[str]) -> TrainConfig:
     saved = run_dir / "config.json"
     if not saved.exists():
         raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
-    data = json.loads(saved.read_text())
+    try:
+        data = json.loads(saved.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise UsageError(f"cannot read {saved} ({error}): --resume takes a directory written by `sacglam train`") from error
     data["resume"] = str(run_dir)
     return from_dict(TrainConfig, data, where=str(saved))
 

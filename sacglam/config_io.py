@@ -29,7 +29,15 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path} ({error.strerror}): give a YAML file") from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ConfigError(f"config file {path} is not valid YAML{where}: {problem}") from error
     return from_dict(cls, data, where=str(path))
 
 

@@ -21,9 +21,13 @@ from typing import Callable
 
 from sacglam.config import TrainConfig
 from sacglam.config_io import load_yaml_config
+from sacglam.errors import UserInputError
 from sacglam.report import report_lines
 
-DEFAULT_PHASES = (Path("tune_configs/demo_learning.yaml"), Path("tune_configs/demo_smollm2.yaml"))
+# The repository's configs (the package sits next to tune_configs/ in a checkout), so the demo runs
+# from any directory.
+_CONFIGS = Path(__file__).resolve().parents[1] / "tune_configs"
+DEFAULT_PHASES = (_CONFIGS / "demo_learning.yaml", _CONFIGS / "demo_smollm2.yaml")
 
 INTRO = """The main job: SAC-GLAM+HER through the Ray actor-learner pipeline (rollout workers, an
 inference actor, the replay actor, a learner), in two phases.
@@ -51,11 +55,23 @@ class DemoArgs:
     """Ray cluster to join; None starts a local one (shared by the phases)."""
 
 
+class DemoDirectoryError(UserInputError):
+    """The demo's output directory holds an earlier demo."""
+
+
 def phase_configs(args: DemoArgs) -> list[tuple[str, TrainConfig]]:
-    """(name, config) per phase, every file loaded and checked before anything runs."""
+    """(name, config) per phase: every file loaded, every model found and the output directory
+    checked before anything runs, so no phase fails after the ones before it took minutes."""
+    if args.output_dir.exists() and any(args.output_dir.iterdir()):
+        raise DemoDirectoryError(
+            f"{args.output_dir} holds an earlier demo: remove it (`make demo` does) or pass another --output-dir"
+        )
+    from sacglam.models.loading import check_model  # torch and transformers: only when a demo runs
+
     phases = []
     for path in args.phases:
         cfg = load_yaml_config(TrainConfig, path)
+        check_model(cfg.agent.model)
         name = path.stem.removeprefix("demo_")
         phases.append((name, replace(cfg, output_dir=args.output_dir / name, address=args.address or cfg.address)))
     return phases
@@ -65,17 +81,26 @@ def run_demo(args: DemoArgs, train: Callable[[TrainConfig], object]) -> Path:
     """Run every phase with `train` (the CLI's: it prints each phase's before -> after), then write
     `<output_dir>/report.md` with each phase's table, figures and curves."""
     phases = phase_configs(args)
-    seconds = {}
-    for i, (name, cfg) in enumerate(phases, 1):
-        print(f"\n== phase {i}/{len(phases)}: {name} ({cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps)")
-        start = time.perf_counter()
-        train(cfg)
-        seconds[name] = time.perf_counter() - start
-    report = args.output_dir / "report.md"
+    seconds: dict[str, float] = {}
+    try:
+        for i, (name, cfg) in enumerate(phases, 1):
+            print(f"\n== phase {i}/{len(phases)}: {name} ({cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps)")
+            start = time.perf_counter()
+            train(cfg)
+            seconds[name] = time.perf_counter() - start
+    finally:  # the phases that finished are reported even when a later one fails
+        report = write_demo_report(args.output_dir, [(n, c) for n, c in phases if n in seconds], seconds)
+    print(f"\ndemo report: {report} (phases: {', '.join(f'{n} {s / 60:.1f} min' for n, s in seconds.items())})")
+    return report
+
+
+def write_demo_report(directory: Path, phases: list[tuple[str, TrainConfig]], seconds: dict[str, float]) -> Path:
+    """`<directory>/report.md`: the intro, then each finished phase's table, figures and curves."""
     lines = ["# sacglam demo", "", INTRO]
     for name, cfg in phases:
         lines += [f"## {name} ({seconds[name] / 60:.1f} min)", ""]
         lines += report_lines(cfg.output_dir, image=f"{name}/curves.png")
+    directory.mkdir(parents=True, exist_ok=True)
+    report = directory / "report.md"
     report.write_text("\n".join(lines))
-    print(f"\ndemo report: {report} (phases: {', '.join(f'{n} {s / 60:.1f} min' for n, s in seconds.items())})")
     return report

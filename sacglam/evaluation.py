@@ -11,11 +11,11 @@ from __future__ import annotations
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Literal, Sequence
+from typing import Callable, Iterable, Literal, Sequence
 
 from tqdm.auto import tqdm
 
-from sacglam.config import EnvConfig
+from sacglam.config import EnvConfig, TrainConfig
 from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
 from sacglam.types import EpisodeResult, EpisodeSpec, Policy
 
@@ -113,42 +113,66 @@ def success_by_goal_type(results: Iterable[EpisodeResult], goal_set: str) -> dic
 MODES = ("sampled", "greedy")
 
 
+EVAL_SEED_OFFSET = 10_000  # a run's evaluation episodes never share seeds with its training episodes
+EVAL_PART_EPISODES = 32  # episodes per part: the granularity of an evaluation's progress
+
+
 @dataclass(frozen=True)
 class EvaluationPart:
-    """A slice of one training-time evaluation: some of the episodes of one goal set, with the
-    policy sampling or greedy. An evaluation runs in parts so its caller can show progress
-    between them (the driver, while a learner actor evaluates)."""
+    """A slice of a training run's evaluation: some of the fixed episodes of one goal set, with
+    the policy sampling or greedy. An evaluation runs part by part so that its caller can show
+    progress between parts (the driver, while a learner actor evaluates)."""
 
-    held_out: bool  # the environment's held-out goal set, else its training goal set
+    env: EnvConfig  # the training environment, or its held-out twin
     mode: Literal["sampled", "greedy"]
     specs: tuple[EpisodeSpec, ...]
     seed: int  # the sampling generator's seed for this slice
-
-    def env(self, train_env: EnvConfig) -> EnvConfig:
-        return train_env.held_out if self.held_out else train_env
+    num_envs: int  # episodes run side by side
 
 
-def evaluation_parts(train_env: EnvConfig, episodes: int, seed: int, part_size: int) -> list[EvaluationPart]:
-    """The parts of one evaluation: for the train and the held-out goal set, the same `episodes`
-    fixed episode specs with the policy sampling, then greedy, cut into slices of `part_size`."""
+def training_evaluation(cfg: TrainConfig) -> list[EvaluationPart]:
+    """A run's evaluation: on its train and held-out goal sets, the same `eval_episodes` fixed
+    episodes (seed + 10,000) every time, so curves compare like with like, with the policy sampling
+    and greedy; in parts of `EVAL_PART_EPISODES` (whatever `num_envs` is, so are the parts)."""
     parts = []
-    for held_out in (False, True):
-        goals = (train_env.held_out if held_out else train_env).goals
-        specs = episode_specs(goals, episodes, seed)
+    seed = cfg.seed + EVAL_SEED_OFFSET
+    for env in (cfg.env, cfg.env.held_out):
+        specs = episode_specs(env.goals, cfg.eval_episodes, seed)
         for mode in MODES:
-            for k, start in enumerate(range(0, len(specs), part_size)):
-                part_seed = random.Random(f"evaluation/{goals}/{mode}/{seed}/{k}").randrange(2**31)
-                parts.append(EvaluationPart(held_out, mode, tuple(specs[start : start + part_size]), part_seed))
+            for k, start in enumerate(range(0, len(specs), EVAL_PART_EPISODES)):
+                part_seed = random.Random(f"evaluation/{env.goals}/{mode}/{seed}/{k}").randrange(2**31)
+                chunk = tuple(specs[start : start + EVAL_PART_EPISODES])
+                parts.append(EvaluationPart(env, mode, chunk, part_seed, cfg.num_envs))
     return parts
 
 
-def summarize_evaluation(
-    train_env: EnvConfig, parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]
+def run_part(policy: Policy, part: EvaluationPart) -> list[EpisodeResult]:
+    return run_episodes(policy, part.env, part.specs, part.num_envs)
+
+
+def run_evaluation(
+    parts: Sequence[EvaluationPart], run: Callable[[EvaluationPart], list[EpisodeResult]], progress: tqdm | None = None
 ) -> dict[str, float]:
+    """`eval/<goal set>/<mode>/<goal type or all>` success rates: each part run with `run` (in
+    this process or on a learner actor), `progress` advanced by its episodes."""
+    results = []
+    for part in parts:
+        results.append(run(part))
+        if progress is not None:
+            progress.update(len(part.specs))
+    return summarize_evaluation(parts, results)
+
+
+def evaluation_bar(parts: Sequence[EvaluationPart], show: bool) -> tqdm:
+    """The per-episode bar shown while an evaluation runs (it disappears when done)."""
+    return tqdm(total=sum(len(p.specs) for p in parts), desc="evaluating", unit="episode", leave=False, disable=not show)
+
+
+def summarize_evaluation(parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]) -> dict[str, float]:
     """`eval/<goal set>/<mode>/<goal type or all>` success rates from each part's results."""
     grouped: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
     for part, part_results in zip(parts, results, strict=True):
-        grouped[(part.env(train_env).goals, part.mode)] += part_results
+        grouped[(part.env.goals, part.mode)] += part_results
     out = {}
     for (goals, mode), episode_results in grouped.items():
         for goal_type_name, row in success_by_goal_type(episode_results, goals).items():

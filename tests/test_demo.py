@@ -3,6 +3,7 @@ one report over them; its configs are the ones `make demo` runs."""
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sacglam.cli import main
@@ -40,3 +41,15 @@ def test_demo_runs_every_phase_and_writes_one_report_with_curves(tmp_path, capsy
     assert "## first" in report and "## second" in report and "Learning curve" in report
     assert "![curves](first/curves.png)" in report and (tmp_path / "demo" / "first" / "curves.png").exists()
     assert (tmp_path / "demo" / "second" / "metrics.jsonl").exists()
+
+
+def test_a_bad_later_phase_or_an_earlier_demo_fails_before_anything_runs(tmp_path, capsys):
+    bad = _phase(tmp_path, "second", agent={"model": "no-such-model"})
+    with pytest.raises(SystemExit):
+        main(["demo", "--phases", str(_phase(tmp_path, "first")), str(bad), "--output-dir", str(tmp_path / "demo")])
+    assert "no-such-model" in capsys.readouterr().err and not (tmp_path / "demo").exists()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "report.md").write_text("an earlier demo")
+    with pytest.raises(SystemExit):
+        main(["demo", "--phases", str(_phase(tmp_path, "first")), "--output-dir", str(tmp_path / "old")])
+    assert "holds an earlier demo" in capsys.readouterr().err

@@ -119,13 +119,16 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     from sacglam.config import AgentConfig, TrainConfig
     from sacglam.models import GLAMAgent
     from sacglam.models.policy import LLMPolicy
-    from sacglam.training.common import EVAL_SEED_OFFSET, evaluate_agent, training_evaluation_parts
+    from sacglam.evaluation import EVAL_PART_EPISODES, EVAL_SEED_OFFSET, training_evaluation
+    from sacglam.training.common import evaluate_agent
 
-    cfg = TrainConfig(agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=4, eval_episodes=10, progress=False)
+    episodes = EVAL_PART_EPISODES + 5  # two parts per goal set and mode: a full one and a short one
+    cfg = TrainConfig(agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=8, eval_episodes=episodes,
+                      progress=False)
     torch.manual_seed(0)
     agent = GLAMAgent(cfg.agent).eval()
-    parts = training_evaluation_parts(cfg)
-    assert len(parts) == 2 * 2 * 3 and {len(p.specs) for p in parts} == {4, 2}  # 10 episodes in parts of 4
+    parts = training_evaluation(cfg)
+    assert len(parts) == 2 * 2 * 2 and sorted({len(p.specs) for p in parts}) == [5, EVAL_PART_EPISODES]
     results = evaluate_agent(agent, cfg)
     for env_cfg in (cfg.env, cfg.env.held_out):
         specs = episode_specs(env_cfg.goals, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET)

@@ -91,11 +91,13 @@ def test_warmup_leaves_pi_bit_identical_even_when_the_critic_trains_the_shared_w
         l.update(buffer.sample(16, n_step=3))
     log_pi_after, likelihood_after = policy_outputs(l, probe)
     assert torch.equal(log_pi, log_pi_after) and torch.equal(likelihood, likelihood_after)
-    moved = changed(start["agent"], snapshot(l)["agent"])
+    warm = snapshot(l)
+    moved = changed(start["agent"], warm["agent"])
     assert moved and all(k.startswith("critic.") for k in moved)
-    # after the warm-up the critic trains the shared weights again (critic_detach=False)
-    l.agent.zero_grad(set_to_none=True)
-    l.update(buffer.sample(16, n_step=3))
+    assert not changed(start["target"], warm["target"]) - set(moved)  # the target's LLM weights stay too
+    llm = [p for n, p in l.agent.named_parameters() if p.requires_grad and not n.startswith("critic.")]
+    assert llm and all(p not in l.optimizer.state for p in llm)  # Adam never stepped them (no moments)
+    l.update(buffer.sample(16, n_step=3))  # the warm-up is over: the policy moves
     assert not torch.equal(log_pi, policy_outputs(l, probe)[0])
 
 

@@ -90,7 +90,6 @@ def run_trial(param: dict[str, Any]) -> None:
 def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tune", resume: bool = False,
              address: str | None = None) -> Path:
     """Run (or resume) the grid; returns the experiment directory holding the results table."""
-    import ray
     from ray import tune
 
     experiment = load_experiment(path, form)

@@ -6,8 +6,8 @@ Per step (paper sections 2.1-2.2):
    (Q_target(s_{t+k}, .)) and, unless `next_policy` is `target` (the target forward's log pi is
    used then), with the online weights (log pi(.|s_{t+k}));
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
-   warm-up, during which (`warmup_head_only`) the critic reads detached LLM features, so only
-   the critic head trains and pi does not move;
+   warm-up, during which (`warmup_head_only`) the LLM forward of the current states runs without
+   gradients, so only the critic head trains and pi does not move;
 4. one backward of critic + policy loss (the policy loss holds Q fixed), global-norm clipping,
    Adam steps, then Polyak averaging of the target critic.
 
@@ -94,9 +94,14 @@ class SACLearner:
             next_q_target = next_target.q
             next_out = next_target if cfg.next_policy == "target" else agent(following, with_critic=False)
         warming_up = self.warming_up
-        # A head-only warm-up reads detached features: the critic loss cannot reach the weights
-        # the policy uses, so pi stays exactly as it was until the warm-up ends.
-        out = agent(current, critic_detach=True if warming_up and cfg.warmup_head_only else None)
+        if warming_up and cfg.warmup_head_only:
+            # The LLM runs without a graph: the critic head reads constant features, so the critic
+            # loss cannot reach the weights the policy uses and pi stays exactly as it was.
+            with torch.no_grad():
+                scores = agent.candidate_scores(current)
+            out = agent.outputs_from_scores(current, scores)
+        else:
+            out = agent(current)
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
         q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)

@@ -15,6 +15,7 @@ from sacglam.config import TrainConfig
 from sacglam.evaluation import EvaluationPart
 from sacglam.learner import distributed
 from sacglam.learner.sac import SACLearner
+from sacglam.models.policy import run_agent_part
 from sacglam.pipeline.handles import Handle, LocalFuture, resolve
 from sacglam.types import EpisodeResult
 
@@ -81,11 +82,9 @@ class LearnerService:
         return sum(p.numel() * p.element_size() for p in self.learner.agent.parameters() if p.requires_grad)
 
     def evaluate_part(self, part: EvaluationPart) -> list[EpisodeResult]:
-        """One part of an evaluation with the current weights (the driver walks through the parts
-        of `training_evaluation_parts` and shows progress between them)."""
-        from sacglam.training.common import run_evaluation_part
-
-        return run_evaluation_part(self.learner.agent, self.cfg, part)
+        """One part of the run's evaluation (`evaluation.training_evaluation`) with the current
+        weights; the driver walks through the parts and shows progress between them."""
+        return run_agent_part(self.learner.agent, part)
 
     def warm_start(self) -> dict[str, float]:
         return self.warm_start_metrics

@@ -108,14 +108,10 @@ class GLAMAgent(nn.Module):
             return score_packed_causal(self.base_model, batch)
         return score_seq2seq(self.base_model, batch)
 
-    def forward(self, batch: EncodedBatch, with_critic: bool = True, critic_detach: bool | None = None) -> AgentOutput:
-        """`critic_detach` overrides `config.critic_detach` for this call (True: the critic head
-        reads detached LLM features, so a critic loss trains the head only)."""
-        return self.outputs_from_scores(batch, self.candidate_scores(batch), with_critic, critic_detach)
+    def forward(self, batch: EncodedBatch, with_critic: bool = True) -> AgentOutput:
+        return self.outputs_from_scores(batch, self.candidate_scores(batch), with_critic)
 
-    def outputs_from_scores(
-        self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True, critic_detach: bool | None = None
-    ) -> AgentOutput:
+    def outputs_from_scores(self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True) -> AgentOutput:
         """Lay per-candidate scores out as (B, C) tensors: the policy's softmax and the critic."""
         index = batch.index
         device = scores.log_likelihood.device
@@ -128,17 +124,17 @@ class GLAMAgent(nn.Module):
         action_ll = torch.zeros(B, C, dtype=torch.float32, device=device).index_put((state, slot), ll)
         log_pi = action_ll.masked_fill(~mask, float("-inf")).log_softmax(-1)
         q = q_critics = value = None
-        detach = self.config.critic_detach if critic_detach is None else critic_detach
         if with_critic and isinstance(self.critic, ValueHead):
-            features = scores.prompt_features.detach() if detach else scores.prompt_features
+            features = scores.prompt_features.detach() if self.config.critic_detach else scores.prompt_features
             value = self.critic(features.float())
         elif with_critic and self.critic is not None:
-            q_critics = self._q_values(scores, state, slot, mask, detach)
+            q_critics = self._q_values(scores, state, slot, mask)
             q = q_critics.min(0).values
         return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value, q_critics=q_critics)
 
-    def _q_values(self, scores: CandidateScores, state, slot, mask, detach: bool) -> torch.Tensor:
+    def _q_values(self, scores: CandidateScores, state, slot, mask) -> torch.Tensor:
         """(n_critics, B, C), 0 at padding."""
+        detach = self.config.critic_detach
         n = self.config.n_critics
         if isinstance(self.critic, ActionCritic):
             features = scores.candidate_features.detach() if detach else scores.candidate_features

@@ -6,7 +6,9 @@ from typing import Sequence
 
 import torch
 
+from sacglam.evaluation import EvaluationPart, run_part
 from sacglam.models.agent import GLAMAgent
+from sacglam.types import EpisodeResult
 
 
 class LLMPolicy:
@@ -27,3 +29,9 @@ class LLMPolicy:
         else:
             picks = torch.multinomial(probs, 1, generator=self._generator).squeeze(-1)
         return [c[i] for c, i in zip(candidates, picks.tolist(), strict=True)]
+
+
+def run_agent_part(agent: GLAMAgent, part: EvaluationPart) -> list[EpisodeResult]:
+    """One part of a run's evaluation with the agent acting: sampling with the part's own seeded
+    generator, or greedy."""
+    return run_part(LLMPolicy(agent, greedy=part.mode == "greedy", seed=part.seed), part)

@@ -28,12 +28,11 @@ import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL, summarize_evaluation
+from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
 from sacglam.pipeline.checkpoint import CheckpointStore
 from sacglam.pipeline.components import Components
 from sacglam.pipeline.handles import LocalFuture, resolve, resolve_all, wait_any
 from sacglam.progress import advance
-from sacglam.training.common import evaluation_bar, training_evaluation_parts
 from sacglam.training.metrics import MetricsLogger
 
 
@@ -230,13 +229,10 @@ class PipelineDriver:
     def evaluate(self) -> None:
         """Rank 0 runs the evaluation part by part; a per-episode bar shows its progress."""
         self._pause()
-        parts = training_evaluation_parts(self.cfg)
-        episodes = []
-        with evaluation_bar(self.cfg) as bar:
-            for part in parts:
-                episodes.append(resolve(self.parts.learners[0].call("evaluate_part", part)))
-                bar.update(len(part.specs))
-        results = summarize_evaluation(self.cfg.env, parts, episodes)
+        parts = training_evaluation(self.cfg)
+        rank0 = self.parts.learners[0]
+        with evaluation_bar(parts, self.cfg.progress) as bar:
+            results = run_evaluation(parts, lambda part: resolve(rank0.call("evaluate_part", part)), bar)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
         self.logger.log(self.c.env_steps, results | {"time/train_seconds": self.c.train_seconds})
         if self.parts.dashboard is not None:

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Callable
 
 import torch
 
 from sacglam.config import TrainConfig
-from sacglam.errors import UserInputError
 from sacglam.models.loading import check_model
 from sacglam.pipeline.checkpoint import CheckpointStore
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.handles import resolve
+from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
 from sacglam.training.metrics import MetricsLogger
-
-
-class RunDirectoryError(UserInputError, RuntimeError):
-    """The output directory does not fit the request (a fresh run over old checkpoints, or a
-    resume without any)."""
 
 
 def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print) -> dict[str, float]:
@@ -37,14 +32,11 @@ def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: C
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
             "or choose another --output-dir (nothing was changed)"
         )
-    try:
-        cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise RunDirectoryError(f"cannot create the run directory {cfg.output_dir} ({error.strerror}): choose another --output-dir") from error
-    # A model name that does not load fails here, in one line, before any actor starts.
+    # A model name that does not load fails here, in one line, before anything is written.
     check_model(cfg.agent.model)
+    create_run_directory(cfg.output_dir)
     if cfg.resume is None:
-        (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
+        write_run_config(cfg)
     resumed_at = json.loads((latest / "driver.json").read_text())["env_steps"] if latest else None
     logger = MetricsLogger(cfg.output_dir, keep_until=resumed_at)
     torch.manual_seed(cfg.seed)
