@@ -145,12 +145,13 @@ class SACConfig:
     """Polyak rate of the target critic (the paper does not give it)."""
     critic_warmup_updates: int = 0
     """Gradient steps at the start that train the critic only (no policy or alpha update)."""
-    warmup_head_only: bool = True
-    """During the critic warm-up, the critic loss trains the critic head only: no gradient
-    reaches the LLM / LoRA weights the policy shares with it, so pi is exactly the pre-trained
-    (or warm-started) policy until the warm-up ends (paper section 2.2). False: the critic's
-    gradient also trains the shared weights during warm-up (when `agent.critic_detach` is
-    False), which moves pi. After the warm-up, `agent.critic_detach` alone decides."""
+    warmup_head_only: bool = False
+    """True: during the critic warm-up the critic loss trains the critic head only; no gradient
+    reaches the LLM / LoRA weights the policy shares with it, so pi stays exactly the pre-trained
+    (or warm-started) policy until the warm-up ends (paper section 2.2). False (default): the
+    critic's gradient also trains the shared weights during the warm-up (unless
+    `agent.critic_detach`), which moves pi but, measured on both CPU tasks, learns a little
+    better (docs/critic-warmup.md). After the warm-up, `agent.critic_detach` alone decides."""
     next_policy: Literal["online", "target"] = "online"
     """Policy of the next-state expectation in the target (eq. 3). `online`: the current weights,
     as in SAC; one extra LLM forward of the next states per update. `target`: log pi from the

