@@ -97,6 +97,14 @@ def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScore
 # ---------------------------------------------------------------------------- naive twins
 
 
+def _right_padded(rows: list[list[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, attention mask), both (len(rows), longest row), padding on the right."""
+    T = max(len(r) for r in rows)
+    ids = torch.tensor([r + [pad] * (T - len(r)) for r in rows], device=device)
+    mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows], device=device)
+    return ids, mask
+
+
 def _naive_action_ids(tokenizer: PreTrainedTokenizerBase, action: str, leading_space: bool) -> list[int]:
     return tokenizer((" " + action) if leading_space else action, add_special_tokens=False)["input_ids"]
 
@@ -115,11 +123,8 @@ def naive_score_causal(
             a = _naive_action_ids(tokenizer, action, leading_space=True)
             rows.append(p + a)
             spans.append((len(p), len(a)))
-    device = model.get_input_embeddings().weight.device
-    T = max(len(r) for r in rows)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.tensor([r + [pad] * (T - len(r)) for r in rows], device=device)
-    mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows], device=device)
+    ids, mask = _right_padded(rows, pad, model.get_input_embeddings().weight.device)
     hidden = model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
     log_probs = model.get_output_embeddings()(hidden).float().log_softmax(-1)
     ll, features, prompt_features = [], [], []
@@ -154,15 +159,8 @@ def naive_score_seq2seq(
         for action in cs:
             encoder_rows.append(p)
             decoder_rows.append([start] + _naive_action_ids(tokenizer, action, leading_space=False))
-
-    def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        T = max(len(r) for r in rows)
-        ids = torch.tensor([r + [pad] * (T - len(r)) for r in rows], device=device)
-        mask = torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in rows], device=device)
-        return ids, mask
-
-    encoder_ids, encoder_mask = padded(encoder_rows)
-    decoder_ids, decoder_mask = padded(decoder_rows)
+    encoder_ids, encoder_mask = _right_padded(encoder_rows, pad, device)
+    decoder_ids, decoder_mask = _right_padded(decoder_rows, pad, device)
     out = model(
         input_ids=encoder_ids,
         attention_mask=encoder_mask,
