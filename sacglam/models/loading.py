@@ -103,6 +103,10 @@ def embedded_model_dir(name: str) -> Path:
     source = Path(list(spec.submodule_search_locations)[0])
 
     def convert(out: Path) -> None:
+        with _quiet_loading():  # no shard-writing bars in the middle of a run's output
+            _convert(out)
+
+    def _convert(out: Path) -> None:
         tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
         gguf_model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=torch.float32)
         # The GGUF load is dequantized to fp32 but stays marked as quantized, which transformers
