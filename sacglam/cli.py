@@ -28,8 +28,8 @@ import tyro
 from sacglam.config import EnvConfig, EvalConfig, TrainConfig
 from sacglam.config_io import from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
-from sacglam.errors import UserInputError
 from sacglam.envs.expert import ExpertPolicy
+from sacglam.errors import UserInputError
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import RandomPolicy
 from sacglam.types import Policy

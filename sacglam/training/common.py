@@ -3,7 +3,6 @@ agent, warm start) and evaluate on schedule."""
 
 from __future__ import annotations
 
-
 import torch
 from tqdm.auto import tqdm
 
@@ -12,8 +11,8 @@ from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training
 from sacglam.models.agent import GLAMAgent
 from sacglam.models.loading import check_model
 from sacglam.models.policy import run_agent_part
-from sacglam.training.metrics import MetricsLogger
 from sacglam.run_directory import create_run_directory, write_run_config
+from sacglam.training.metrics import MetricsLogger
 from sacglam.training.warm_start import language_warm_start
 
 
