@@ -12,10 +12,10 @@ import torch
 from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, SACConfig, TrainConfig
 from sacglam.inference.batching import MicroBatcher
 from sacglam.inference.server import InferenceServer
-from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.dashboard import metric_name
 from sacglam.pipeline.driver import updates_due
-from sacglam.pipeline.handles import LocalHandle, resolve
+from sacglam.runtime.handles import LocalHandle, resolve
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
 from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
 

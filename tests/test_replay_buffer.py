@@ -11,7 +11,7 @@ from sacglam.envs import PlaygroundText, PlaygroundTextVector, goal_type
 from sacglam.envs.goals import GOAL_TYPES, TRAIN_GOALS
 from sacglam.envs.observation import split_goal
 from sacglam.replay_actor.buffer import ReplayBuffer
-from sacglam.replay_actor.her import hindsight_relabels
+from sacglam.her import hindsight_relabels
 from sacglam.rollout_workers.recorder import EpisodeRecorder
 from sacglam.types import Episode
 

@@ -50,8 +50,8 @@ def run_trial(param: dict[str, Any]) -> None:
     import torch
 
     from sacglam.cli import run_training
-    from sacglam.pipeline.checkpoint import CheckpointStore
-    from sacglam.training.metrics import metrics_listener
+    from sacglam.runtime.checkpoint import CheckpointStore
+    from sacglam.pipeline.metrics import metrics_listener
 
     param = param["__trial__"]
     torch.set_num_threads(param["threads"])

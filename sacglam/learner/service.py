@@ -16,7 +16,7 @@ from sacglam.evaluation import EvaluationPart
 from sacglam.learner import distributed
 from sacglam.learner.sac import SACLearner
 from sacglam.models.policy import run_agent_part
-from sacglam.pipeline.handles import Handle, LocalFuture, resolve
+from sacglam.runtime.handles import Handle, LocalFuture, resolve
 from sacglam.types import EpisodeResult
 
 
@@ -24,7 +24,7 @@ class LearnerService:
     def __init__(self, cfg: TrainConfig, replay: Handle, rank: int = 0, world_size: int = 1, threads: int | None = None,
                  warm_start: bool = True):
         from sacglam.models.agent import GLAMAgent
-        from sacglam.training.warm_start import language_warm_start
+        from sacglam.models.warm_start import language_warm_start
 
         if threads:
             torch.set_num_threads(threads)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sacglam.config import TrainConfig
-from sacglam.pipeline.handles import Handle, LocalHandle
+from sacglam.runtime.handles import Handle, LocalHandle
 
 
 @dataclass

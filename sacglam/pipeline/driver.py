@@ -29,11 +29,11 @@ from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
 from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
-from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.components import Components
-from sacglam.pipeline.handles import LocalFuture, resolve, resolve_all, wait_any
+from sacglam.runtime.handles import LocalFuture, resolve, resolve_all, wait_any
 from sacglam.progress import advance
-from sacglam.training.metrics import MetricsLogger
+from sacglam.pipeline.metrics import MetricsLogger
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pathlib import Path
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
 from sacglam.pipeline.components import Components, envs_per_worker, worker_seed
-from sacglam.pipeline.handles import RayHandle, resolve_all
+from sacglam.runtime.handles import RayHandle, resolve_all
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 

@@ -10,12 +10,12 @@ import torch
 
 from sacglam.config import TrainConfig
 from sacglam.models.loading import check_model
-from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
-from sacglam.pipeline.handles import resolve
+from sacglam.runtime.handles import resolve
 from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
-from sacglam.training.metrics import MetricsLogger
+from sacglam.pipeline.metrics import MetricsLogger
 
 
 def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print) -> dict[str, float]:

@@ -33,7 +33,7 @@ import torch
 
 from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
 from sacglam.envs.observation import with_goal
-from sacglam.replay_actor.her import hindsight_relabels
+from sacglam.her import hindsight_relabels
 from sacglam.types import Episode, Relabel, TransitionBatch
 
 SamplingMode = Literal["uniform", "ratio", "prior"]

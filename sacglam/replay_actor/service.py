@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sacglam.config import SACConfig
-from sacglam.pipeline.checkpoint import CheckpointStore
+from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.types import Episode, TransitionBatch
 

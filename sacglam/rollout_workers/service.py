@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from sacglam.config import EnvConfig
-from sacglam.pipeline.handles import Handle, resolve
+from sacglam.runtime.handles import Handle, resolve
 from sacglam.rollout_workers.worker import RolloutWorker
 
 

@@ -12,8 +12,8 @@ from sacglam.models.agent import GLAMAgent
 from sacglam.models.loading import check_model
 from sacglam.models.policy import run_agent_part
 from sacglam.run_directory import create_run_directory, write_run_config
-from sacglam.training.metrics import MetricsLogger
-from sacglam.training.warm_start import language_warm_start
+from sacglam.pipeline.metrics import MetricsLogger
+from sacglam.models.warm_start import language_warm_start
 
 
 def start_run(cfg: TrainConfig) -> tuple[MetricsLogger, GLAMAgent]:
