@@ -56,8 +56,7 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
 
     from sacglam.config import TrainConfig
     from sacglam.config_io import load_yaml_config
-    from sacglam.training.ppo_trainer import train_ppo
-    from sacglam.training.sac_trainer import train_sac
+    from sacglam.pipeline.run import run_pipeline
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(threads)
@@ -66,7 +65,7 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
     cfg = replace(cfg, seed=seed, output_dir=out, progress=False, total_env_steps=total_env_steps or cfg.total_env_steps)
     shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a run refuses a directory with checkpoints)
     start = time.perf_counter()
-    (train_ppo if cfg.algo == "ppo" else train_sac)(cfg)
+    run_pipeline(cfg)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     goals, held_out = cfg.env.goals, cfg.env.held_out.goals
     evals = [

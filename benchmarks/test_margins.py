@@ -39,13 +39,13 @@ def run_one(seed: int, threads: int) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from sacglam.training.sac_trainer import train_sac
+    from sacglam.pipeline.run import run_pipeline
     from tests.test_sac_training import learning_curve, learning_rise, learning_test_config
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        train_sac(learning_test_config(seed, Path(tmp) / "run"))
+        run_pipeline(learning_test_config(seed, Path(tmp) / "run"))
         seconds = time.perf_counter() - start
         curve = learning_curve(Path(tmp) / "run")
     return {"seed": seed, "threads": threads, "curve": curve, "rise": learning_rise(curve), "seconds": seconds}

@@ -122,28 +122,21 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     return report
 
 
-def run_training(cfg: TrainConfig, announce=print) -> dict[str, float]:
-    """Train with the method's trainer (SAC: the pipeline, local or Ray; PPO: in-process); returns
-    the final evaluation."""
-    from sacglam.pipeline.run import run_pipeline
-    from sacglam.training.ppo_trainer import train_ppo
-
-    return train_ppo(cfg) if cfg.algo == "ppo" else run_pipeline(cfg, announce=announce)
-
-
 def train(cfg: TrainConfig) -> dict[str, float]:
     """Train and print the evaluation before and after."""
     import transformers
 
     transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
     run_dir = cfg.resume if cfg.resume is not None else cfg.output_dir
+    from sacglam.pipeline.run import run_pipeline
+
     try:
-        final = run_training(cfg)
+        final = run_pipeline(cfg)
     except KeyboardInterrupt:
         resumable = (run_dir / "checkpoints" / "latest").exists()
         raise SystemExit(
             f"sacglam: interrupted; continue from the newest checkpoint with `sacglam train --resume {run_dir}`"
-            if resumable and cfg.algo != "ppo" else "sacglam: interrupted before the first checkpoint; nothing to resume"
+            if resumable else "sacglam: interrupted before the first checkpoint; nothing to resume"
         ) from None
     cfg = replace(cfg, output_dir=run_dir)
     from sacglam.report import before_and_after, write_report

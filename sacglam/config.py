@@ -392,8 +392,8 @@ class TrainConfig:
     progress: bool = True
     """Show a progress bar."""
     runner: Literal["local", "ray"] = "local"
-    """SAC runs through the actor-learner pipeline: `ray` (actors on a Ray cluster) or `local`
-    (the same pipeline in one process, no Ray: for debugging and small runs). PPO runs in-process."""
+    """Every algorithm runs through the actor-learner pipeline: `ray` (actors on a Ray cluster)
+    or `local` (the same pipeline in one process, no Ray: for debugging and small runs)."""
     address: str | None = None
     """Ray cluster to join (`auto`, `ray://host:10001`, `host:6379`); None starts a local one."""
     resume: Path | None = None
@@ -410,8 +410,10 @@ class TrainConfig:
             raise ValueError(
                 f"sac.batch_size={self.sac.batch_size} must split evenly over pipeline.learners={self.pipeline.learners}"
             )
-        if self.algo == "ppo" and self.runner == "ray":
-            raise ValueError("PPO-GLAM runs in-process only: use runner='local' (the Ray pipeline is SAC's)")
+        if self.algo == "ppo" and self.ppo.minibatch_size % self.pipeline.learners:
+            raise ValueError(
+                f"ppo.minibatch_size={self.ppo.minibatch_size} must split evenly over pipeline.learners={self.pipeline.learners}"
+            )
         if self.algo == "ppo":
             if self.agent.critic != "value":
                 raise ValueError("algo='ppo' needs a value head: set agent.critic='value'")

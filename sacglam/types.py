@@ -62,7 +62,9 @@ class AgentOutput:
 
 @dataclass(frozen=True)
 class Episode:
-    """One finished episode, the unit the rollout side produces and the replay side stores.
+    """One finished episode, the unit the rollout side produces and the replay side stores; or,
+    for on-policy rollouts (PPO), a segment of one that the rollout's end cut (`cut`): its value
+    bootstraps from s_T and the episode goes on, from s_T, in the next rollout's segment.
 
     Observations are kept as goal-free state texts (the four state lines and `Action:`), so the
     same states serve the episode's own goal and every relabeled goal: the prompt for goal g is
@@ -78,6 +80,7 @@ class Episode:
     terminated: bool  # the last step achieved the goal (no bootstrap beyond it)
     truncated: bool  # the episode hit max_steps (bootstrap from s_T)
     achieved_goals: tuple[tuple[str, ...], ...]  # T social-partner lists, one per step
+    cut: bool = False  # a rollout's end stopped it here (neither terminated nor truncated yet)
 
     def __post_init__(self) -> None:
         T = len(self.actions)
@@ -87,8 +90,8 @@ class Episode:
                 f"{T} actions, {len(self.rewards)} rewards, {len(self.achieved_goals)} partner lists "
                 "(expected T+1, T+1, T, T, T)"
             )
-        if T == 0 or self.terminated == self.truncated:
-            raise ValueError("an episode has at least one step and ends either terminated or truncated")
+        if T == 0 or self.terminated + self.truncated + self.cut != 1:
+            raise ValueError("an episode has at least one step and ends either terminated, truncated or cut")
 
     @property
     def length(self) -> int:

@@ -117,10 +117,9 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     import torch
 
     from sacglam.config import AgentConfig, TrainConfig
-    from sacglam.models import GLAMAgent
-    from sacglam.models.policy import LLMPolicy
     from sacglam.evaluation import EVAL_PART_EPISODES, EVAL_SEED_OFFSET, training_evaluation
-    from sacglam.training.common import evaluate_agent
+    from sacglam.models import GLAMAgent
+    from sacglam.models.policy import LLMPolicy, evaluate_agent
 
     episodes = EVAL_PART_EPISODES + 5  # two parts per goal set and mode: a full one and a short one
     cfg = TrainConfig(agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=8, eval_episodes=episodes,

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, SACConfig, TrainConfig
+from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, PPOConfig, SACConfig, TrainConfig
 from sacglam.inference.batching import MicroBatcher
 from sacglam.inference.server import InferenceServer
-from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.dashboard import metric_name
-from sacglam.pipeline.driver import updates_due
-from sacglam.runtime.handles import LocalHandle, resolve
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
+from sacglam.pipeline.schedules import updates_due
 from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
+from sacglam.runtime.checkpoint import CheckpointStore
+from sacglam.runtime.handles import LocalHandle, resolve
 
 TINY = AgentConfig(model="tiny-causal", lora_r=0, critic_width=32)
 
@@ -174,6 +174,33 @@ def test_episodes_from_a_worker_carry_the_partner_goals_and_candidates():
         assert all(0 <= a < len(c) for a, c in zip(e.actions, e.candidates))
 
 
+def test_segments_cut_at_rollout_ends_join_into_the_episodes_an_uncut_worker_records():
+    def joined(segments_by_env):
+        return [(s.goal, s.states, s.actions, s.rewards, s.achieved_goals) for s in segments_by_env]
+
+    whole = RolloutWorker(EnvConfig.variant("simple"), 2, seed=3)
+    reference = whole.collect(20, None).episodes
+    cutting = RolloutWorker(EnvConfig.variant("simple"), 2, seed=3)
+    pieces = cutting.collect(5, None, cut=True).episodes + cutting.collect(15, None).episodes
+    assert any(p.cut for p in pieces) and not any(e.cut for e in reference)
+    open_parts: dict = {}
+    rebuilt = []
+    for p in pieces:  # join each cut segment to its continuation (same goal and scene, starts at its last state)
+        key = (p.goal, p.scene)
+        if key in open_parts:
+            head = open_parts.pop(key)
+            assert head.states[-1] == p.states[0]
+            p = replace(p, states=head.states + p.states[1:], candidates=head.candidates + p.candidates[1:],
+                        actions=head.actions + p.actions, rewards=head.rewards + p.rewards,
+                        achieved_goals=head.achieved_goals + p.achieved_goals)
+        if p.cut:
+            open_parts[key] = p
+        else:
+            rebuilt.append(p)
+    key = lambda e: (e.goal, e.scene, e.actions)  # noqa: E731
+    assert sorted(joined(sorted(rebuilt, key=key))) == sorted(joined(sorted(reference, key=key)))
+
+
 # ---------------------------------------------------------------- checkpoints
 
 
@@ -203,7 +230,14 @@ def _cfg(tmp_path, name, **changes):
     return replace(base, **changes)
 
 
-def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_path):
+def _ppo_cfg(tmp_path, name, **changes):
+    return _cfg(tmp_path, name, algo="ppo", agent=replace(TINY, critic="value"),
+                ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32, her=True), **changes)
+
+
+@pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg], ids=["sac-her", "ppo-her"])
+def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_path, make_cfg):
+    _cfg = make_cfg
     whole = _cfg(tmp_path, "whole")
     final_whole = run_pipeline(whole, announce=lambda _: None)
 
@@ -227,7 +261,7 @@ def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_pa
 
     def losses(directory):
         rows = [json.loads(x) for x in (directory / "metrics.jsonl").read_text().splitlines()]
-        return [(r["env_steps"], r["loss/critic"]) for r in rows if "loss/critic" in r]
+        return [(r["env_steps"], r.get("loss/critic", r.get("loss/value"))) for r in rows if "learner/updates" in r]
 
     assert losses(whole.output_dir) == losses(cut.output_dir)  # the resumed metrics replace the cut-off ones
 

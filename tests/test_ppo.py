@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sacglam.config import AgentConfig, PPOConfig, TrainConfig
+from sacglam.config import AgentConfig, PipelineConfig, PPOConfig, TrainConfig
 from sacglam.learner.ppo_losses import generalized_advantages, ppo_losses
 
 
@@ -84,19 +84,22 @@ def test_ppo_losses_at_ratio_one_hand_computed():
     assert losses.total.item() == pytest.approx(-2.0 + 0.5 * 0.125 - 0.01 * h, abs=1e-6)
 
 
-def test_ppo_trainer_smoke_run_writes_metrics(tmp_path):
-    from sacglam.training.ppo_trainer import train_ppo
+def test_ppo_runs_through_the_pipeline_and_writes_metrics(tmp_path):
+    from sacglam.pipeline.run import run_pipeline
 
     cfg = TrainConfig(
         algo="ppo", agent=AgentConfig(model="tiny-causal", lora_r=0, critic="value", critic_width=32),
         ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32), num_envs=8, total_env_steps=128,
         eval_every=128, eval_episodes=4, warm_start_steps=2, output_dir=tmp_path / "ppo", progress=False,
+        pipeline=PipelineConfig(rollout_workers=2),
     )
-    final = train_ppo(cfg)
+    final = run_pipeline(cfg)
     assert 0.0 <= final["eval/simple-test/greedy/all"] <= 1.0
     records = [json.loads(line) for line in (tmp_path / "ppo" / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in records if "loss/policy" in r]
-    assert [r["env_steps"] for r in trained] == [64, 128] and trained[-1]["learner/gradient_steps"] == 8
+    assert trained and trained[-1]["env_steps"] == 128 and trained[-1]["learner/gradient_steps"] == 8
+    assert max(r["inference/policy_lag_max"] for r in records if "inference/policy_lag_max" in r) == 0  # on-policy
+    assert (tmp_path / "ppo" / "checkpoints" / "latest").exists()
     assert_cumulative_episode_counts(trained)
 
 

@@ -1,13 +1,18 @@
-"""PPO with HER (paper appendix G): sub-goals, relabeled segments, the KL and centred-clip losses."""
+"""PPO's rollouts and PPO with HER (paper appendix G): GAE per segment, sub-goals, relabeled
+segments, the KL and centred-clip losses."""
 
+import numpy as np
 import pytest
 import torch
 
-from sacglam.config import AgentConfig, PPOConfig
+from sacglam.config import AgentConfig, EnvConfig, PPOConfig
 from sacglam.envs.goals import SIMPLE_TRAIN_GOALS, is_subgoal, parse_goal
+from sacglam.envs.observation import with_goal
 from sacglam.learner.ppo_losses import ppo_losses
+from sacglam.learner.ppo_rollout import choose_relabels, rollout_from_segments
 from sacglam.models.agent import GLAMAgent
-from sacglam.training.ppo_her import StepRecord, choose_segments, relabel_candidates, relabeled_transitions
+from sacglam.rollout_workers.worker import RolloutWorker
+from sacglam.types import Episode, Relabel
 
 
 @pytest.mark.parametrize("candidate, goal, expected", [
@@ -43,52 +48,77 @@ def test_a_single_sub_goal_of_the_same_verb_is_achieved_by_every_object_that_ach
                 assert is_subgoal(candidate, goal) is covered, (candidate, goal)
 
 
-def _records(reported, ended, goal="Grasp red lion"):
+def _segment(goal, reported, cut, state="You see: red lion\nAction:"):
+    """A segment of len(reported) steps (Grasp each time) with the partner's reports per step."""
     T = len(reported)
-    return [StepRecord(states=["s"], goals=[goal], candidates=[["Grasp", "Release"]], actions=[0],
-                       old_log_prob=torch.tensor([-0.5]), behavior_log_pi=torch.log(torch.tensor([[0.6, 0.4]])),
-                       reported=[tuple(reported[t])], ended=[ended[t]]) for t in range(T)]
+    return Episode(goal=goal, scene=("red lion",), states=(state,) * (T + 1), candidates=(("Grasp", "Release"),) * (T + 1),
+                   actions=(0,) * T, rewards=(0.0,) * T, terminated=False, truncated=not cut, cut=cut,
+                   achieved_goals=tuple(tuple(r) for r in reported))
 
 
-def test_a_reported_goal_relabels_its_segment_up_to_the_report_and_never_crosses_an_episode_end():
-    records = _records(reported=[["Grasp any animal"], [], [], ["Grasp blue tree"], []], ended=[False, True, False, False, True])
-    segments = relabel_candidates(records, aligned=False)
-    assert [(s.start, s.end, s.goal) for s in segments] == [(0, 0, "Grasp any animal"), (2, 3, "Grasp blue tree")]
-    aligned = relabel_candidates(records, aligned=True)
-    assert [(s.start, s.end, s.goal) for s in aligned] == [(0, 0, "Grasp any animal")]
-    own = relabel_candidates(_records([["Grasp red lion"]], [True]), aligned=False)
-    assert own == []  # the episode's own goal is not a relabel
+def _agent():
+    torch.manual_seed(0)
+    return GLAMAgent(AgentConfig(model="tiny-causal", lora_r=0, critic="value", critic_width=16)).eval()
 
 
-def test_the_budget_keeps_whole_segments():
-    records = _records(reported=[[], ["Grasp any animal"], [], ["Grasp blue tree"]], ended=[False] * 4)
-    segments = relabel_candidates(records, aligned=False)  # lengths 2 and 4
-    chosen = choose_segments(segments, budget=3, generator=torch.Generator().manual_seed(0))
-    assert [(s.start, s.end) for s in chosen] == [(0, 1)]
+def test_a_reported_goal_relabels_its_segment_up_to_the_report_and_never_crosses_a_segment_end():
+    first = _segment("Grasp red lion", [["Grasp any animal"], []], cut=False)  # an episode that ended
+    second = _segment("Grasp red lion", [[], ["Grasp blue tree"]], cut=True)  # the rollout's end cut it
+    rollout, added = rollout_from_segments(_agent(), [first, second], PPOConfig(her=True, her_ratio=10.0), np.random.default_rng(0))
+    assert added == 1 + 2  # step 0 of the first segment, steps 0..1 of the second
+    relabeled = rollout.observations[4:]
+    assert ["Grasp any animal" in o for o in relabeled] == [True, False, False]
+    assert all("Grasp blue tree" in o for o in relabeled[1:])
+    aligned, added = rollout_from_segments(_agent(), [first, second], PPOConfig(her=True, her_aligned=True, her_ratio=10.0),
+                                           np.random.default_rng(0))
+    assert added == 1 and "Grasp any animal" in aligned.observations[-1]  # "Grasp blue tree" is not a sub-goal
+    own = rollout_from_segments(_agent(), [_segment("Grasp red lion", [["Grasp red lion"]], cut=False)],
+                                PPOConfig(her=True), np.random.default_rng(0))
+    assert own[1] == 0  # the segment's own goal is not a relabel
+
+
+def test_the_budget_keeps_whole_relabels():
+    offers = [(0, Relabel("Grasp any animal", 2)), (1, Relabel("Grasp blue tree", 4))]
+    kept = {tuple(choose_relabels(offers, budget=3, rng=np.random.default_rng(seed))) for seed in range(20)}
+    assert kept == {((0, Relabel("Grasp any animal", 2)),)}
+    assert choose_relabels(offers, budget=6, rng=np.random.default_rng(0)) == offers
 
 
 def test_relabeled_transitions_pay_one_at_the_report_and_keep_the_behaviour_probabilities():
-    torch.manual_seed(0)
-    agent = GLAMAgent(AgentConfig(model="tiny-causal", lora_r=0, critic="value", critic_width=16)).eval()
-    from sacglam.config import EnvConfig
+    other = "Grasp any animal"
+    segment = _segment("Grasp red lion", [[], [other]], cut=True)
+    rollout, added = rollout_from_segments(_agent(), [segment], PPOConfig(her=True, her_centered=True, her_ratio=10.0),
+                                           np.random.default_rng(0))
+    assert added == 2 and all(o.startswith(f"Goal: {other}") for o in rollout.observations[2:])
+    assert torch.allclose(rollout.returns[-1], torch.tensor(1.0))  # terminal at the report, reward 1
+    assert torch.equal(rollout.old_log_prob[2:], rollout.old_log_prob[:2])  # the behaviour's, for the original goal
+    assert torch.equal(rollout.behavior_log_pi[2:], rollout.behavior_log_pi[:2])
+    assert not torch.allclose(rollout.clip_center[2:], torch.ones(2)) and torch.equal(rollout.clip_center[:2], torch.ones(2))
 
-    env = EnvConfig.variant("simple").make()
-    obs, info = env.reset(seed=0)
-    from sacglam.envs.observation import split_goal
 
-    goal, state = split_goal(obs)
-    record = StepRecord(states=[state, state], goals=[goal, goal], candidates=[info["candidates"]] * 2, actions=[1, 0],
-                        old_log_prob=torch.tensor([-1.0, -2.0]),
-                        behavior_log_pi=torch.log_softmax(torch.randn(2, len(info["candidates"])), -1),
-                        reported=[(), ()], ended=[False, False])
-    from sacglam.training.ppo_her import RelabeledSegment
-
-    other = next(g for g in SIMPLE_TRAIN_GOALS if g != goal)
-    out = relabeled_transitions(agent, [record, record], [RelabeledSegment(0, 0, 1, other)], gamma=0.9, lam=0.95, centered=True)
-    assert out["observations"][0].startswith(f"Goal: {other}") or other in out["observations"][0]
-    assert torch.allclose(out["returns"][-1], torch.tensor(1.0))  # terminal at the report, reward 1
-    assert torch.equal(out["old_log_prob"], torch.tensor([-1.0, -1.0]))  # the behaviour's, for the original goal
-    assert out["clip_center"].shape == (2,) and not torch.allclose(out["clip_center"], torch.ones(2))
+def test_segment_advantages_equal_a_naive_gae_with_the_agents_own_values():
+    """Terminated segments bootstrap from 0, truncated and cut ones from V(s_T); the chain of
+    advantages never crosses a segment end."""
+    worker = RolloutWorker(EnvConfig.variant("simple"), 3, seed=3)  # a seed whose rollout has all three kinds of end
+    segments = worker.collect(11, None, cut=True).episodes
+    assert all(any(getattr(s, end) for s in segments) for end in ("terminated", "truncated", "cut"))
+    agent, gamma, lam = _agent(), 0.9, 0.95
+    rollout, _ = rollout_from_segments(agent, segments, PPOConfig(gamma=gamma, gae_lambda=lam), np.random.default_rng(0))
+    expected = []
+    for s in segments:
+        prompts = [with_goal(state, s.goal) for state in s.states]
+        with torch.no_grad():
+            values = [float(agent(agent.encode([p], [list(c)])).value) for p, c in zip(prompts, s.candidates)]
+        advantage, out = 0.0, []
+        for t in reversed(range(s.length)):
+            last = t == s.length - 1
+            next_value = 0.0 if (last and s.terminated) else values[t + 1]
+            delta = s.rewards[t] + gamma * next_value - values[t]
+            advantage = delta + (0.0 if last else gamma * lam * advantage)
+            out.append(advantage)
+        expected += out[::-1]
+    torch.testing.assert_close(rollout.advantages, torch.tensor(expected), atol=1e-5, rtol=0)
+    assert len(rollout.actions) == sum(s.length for s in segments) == 33
 
 
 def _loss_inputs(seed=0):

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from sacglam.pipeline.ray_cluster import ClusterTooSmallError  # noqa: E402
 from sacglam.pipeline.run import run_pipeline  # noqa: E402
 from sacglam.replay_actor.buffer import ReplayBuffer  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 SMALL = ResourcesConfig(worker_cpus=0.25, inference_cpus=0.25, learner_cpus=0.5, replay_cpus=0.25)
 
@@ -113,9 +115,45 @@ def test_kill_minus_9_of_a_whole_run_then_resume_continues_from_the_checkpoint(t
     run_pipeline(cfg, announce=messages.append)
     resumed = next(m for m in messages if m.startswith("resumed"))
     assert f"{saved['env_steps']} env steps, {saved['updates']} updates" in resumed
-    assert f"replay {stored} transitions" in resumed  # the replay actor restored the snapshot exactly
+    assert f"{stored} transitions in storage" in resumed  # the replay actor restored the snapshot exactly
     steps = [r["env_steps"] for r in _records(run_dir) if "train/success" in r]
     assert steps == sorted(steps) and steps[-1] >= saved["env_steps"] + 128  # counters went on from the checkpoint
+
+
+def test_ppo_trains_through_ray_actors_with_two_learners_and_resumes_after_kill_minus_9(tmp_path, cluster):
+    """PPO-GLAM through the same actors as SAC: rollout workers, the inference actor, the rollout
+    storage and two data-parallel learners; killed with -9 after a checkpoint, then resumed."""
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "sacglam.cli", "train", "--config", str(ROOT / "tune_configs" / "cpu_simple_ppo.yaml"),
+        "--runner", "ray", "--address", cluster["address"], "--output-dir", str(run_dir), "--no-progress",
+        "--total-env-steps", "100000", "--num-envs", "8", "--eval-every", "100000", "--eval-episodes", "4",
+        "--warm-start-steps", "5", "--agent.critic-width", "32", "--ppo.rollout-steps", "64", "--ppo.epochs", "1",
+        "--ppo.minibatch-size", "32", "--pipeline.rollout-workers", "2", "--pipeline.learners", "2",
+        "--pipeline.checkpoint-every", "128",
+        "--pipeline.resources.worker-cpus", "0.25", "--pipeline.resources.inference-cpus", "0.25",
+        "--pipeline.resources.learner-cpus", "0.5", "--pipeline.resources.replay-cpus", "0.25",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    latest = run_dir / "checkpoints" / "latest"
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if latest.exists() and (run_dir / "checkpoints" / latest.read_text() / "COMPLETE").exists():
+            break
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    saved = json.loads((run_dir / "checkpoints" / latest.read_text() / "driver.json").read_text())
+    assert saved["env_steps"] >= 128 and saved["updates"] >= 2  # two rollouts trained before the checkpoint
+
+    cfg = replace(resumed_config(["--resume", str(run_dir)]), total_env_steps=saved["env_steps"] + 128, progress=False)
+    messages = []
+    run_pipeline(cfg, announce=messages.append)
+    resumed = next(m for m in messages if m.startswith("resumed"))
+    assert f"{saved['env_steps']} env steps, {saved['updates']} updates" in resumed
+    rows = [r for r in _records(run_dir) if "loss/value" in r]
+    assert rows[-1]["env_steps"] >= saved["env_steps"] + 128 and rows[-1]["learner/gradient_steps"] > 0
+    assert max(r["inference/policy_lag_max"] for r in _records(run_dir) if "inference/policy_lag_max" in r) == 0
 
 
 def test_a_request_the_cluster_cannot_hold_fails_fast_with_what_is_short(tmp_path, cluster):

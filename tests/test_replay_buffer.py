@@ -10,8 +10,8 @@ import pytest
 from sacglam.envs import PlaygroundText, PlaygroundTextVector, goal_type
 from sacglam.envs.goals import GOAL_TYPES, TRAIN_GOALS
 from sacglam.envs.observation import split_goal
-from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.her import hindsight_relabels
+from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.rollout_workers.recorder import EpisodeRecorder
 from sacglam.types import Episode
 

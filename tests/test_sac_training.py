@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_ppo import assert_cumulative_episode_counts
-
 from sacglam.config import AgentConfig, SACConfig, TrainConfig
 from sacglam.config_io import load_yaml_config
-from sacglam.training.sac_trainer import train_sac
+from sacglam.pipeline.run import run_pipeline
+from tests.test_ppo import assert_cumulative_episode_counts
+
 
 def test_a_short_run_writes_metrics_config_and_checkpoint(tmp_path):
     cfg = TrainConfig(
@@ -20,7 +20,7 @@ def test_a_short_run_writes_metrics_config_and_checkpoint(tmp_path):
         num_envs=8, total_env_steps=256, eval_every=128, eval_episodes=4, log_every=64,
         warm_start_steps=2, output_dir=tmp_path / "run", progress=False,
     )
-    final = train_sac(cfg)
+    final = run_pipeline(cfg)
     assert 0.0 <= final["eval/simple-train/sampled/all"] <= 1.0
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records if "eval/simple-test/greedy/all" in r] == [0, 128, 256]
@@ -71,7 +71,7 @@ def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
     uniform-random floor (0.26), the sampled success reaches at least 0.1 higher at one of the
     evaluations at 3k, 6k and 9k env steps."""
     torch_threads(LEARNING_TEST_THREADS)
-    train_sac(learning_test_config(seed=0, output_dir=tmp_path / "run"))
+    run_pipeline(learning_test_config(seed=0, output_dir=tmp_path / "run"))
     curve = learning_curve(tmp_path / "run")
     assert len(curve) == 4 and curve[0] < 0.4, curve  # starts near the uniform-random floor
     assert learning_rise(curve) >= LEARNING_TEST_MIN_RISE, curve

@@ -18,14 +18,14 @@ from functools import cache
 from typing import Final, Iterator, NamedTuple
 
 from sacglam.envs.vocabulary import (
+    CATEGORY_TYPES,
     COLORS,
     GOAL_CATEGORIES,
     GROWABLE_NAMES,
     NAMES,
+    THING_CATEGORIES,
     TYPE_CATEGORY,
     SceneObject,
-    THING_CATEGORIES,
-    CATEGORY_TYPES,
 )
 
 GRASP: Final = "grasp"

@@ -13,8 +13,8 @@ from typing import Sequence
 
 from sacglam.envs.goals import GROW, THING, Goal, GoalPart
 from sacglam.envs.vocabulary import (
-    COLORS,
     CATEGORY_TYPES,
+    COLORS,
     GOAL_CATEGORIES,
     SCENE_CATEGORIES,
     SUPPLIES_FOR,

@@ -18,7 +18,7 @@ from functools import cache
 from typing import Sequence
 
 from sacglam.envs.dynamics import Event
-from sacglam.envs.goals import GROW, TRAIN_SINGLE_PARTS, GoalPart, parse_goal, TRAIN_GOALS
+from sacglam.envs.goals import GROW, TRAIN_GOALS, TRAIN_SINGLE_PARTS, GoalPart, parse_goal
 from sacglam.envs.vocabulary import SceneObject
 
 

@@ -1,7 +1,7 @@
 """`sacglam tune <experiment>.yaml`: an experiment's grid as Ray Tune trials.
 
 - One trial per grid point and seed (`tune.grid_search` over the validated trial list), each
-  training through the project's own trainer (`sacglam.cli.run_training`) in the trial's process.
+  training through the project's one entry point (`sacglam.pipeline.run.run_pipeline`) in the trial's process.
 - Resources: `tune.with_resources` with a placement group holding the trial's process and, when
   the trial's config uses `runner: ray`, one bundle per actor of its pipeline (the pipeline then
   places its actors in the trial's group instead of making its own).
@@ -37,9 +37,9 @@ def trial_bundles(trial: Trial, resources) -> list[dict[str, float]]:
     cfg = trial.train_config()
     if cfg.runner != "ray":
         return [head]
-    from sacglam.pipeline.ray_cluster import plan
-
     import ray
+
+    from sacglam.pipeline.ray_cluster import plan
 
     return [head] + [b.resources() for b in plan(cfg, ray.cluster_resources())]
 
@@ -49,9 +49,9 @@ def run_trial(param: dict[str, Any]) -> None:
     import ray.tune as tune
     import torch
 
-    from sacglam.cli import run_training
-    from sacglam.runtime.checkpoint import CheckpointStore
     from sacglam.pipeline.metrics import metrics_listener
+    from sacglam.pipeline.run import run_pipeline
+    from sacglam.runtime.checkpoint import CheckpointStore
 
     param = param["__trial__"]
     torch.set_num_threads(param["threads"])
@@ -60,7 +60,7 @@ def run_trial(param: dict[str, Any]) -> None:
     run_dir = Path(tune.get_context().get_trial_dir()) / "run"
     store = CheckpointStore(run_dir / "checkpoints")
     restored = tune.get_checkpoint()
-    if restored is not None and cfg.algo != "ppo":
+    if restored is not None:
         with restored.as_directory() as directory:  # the pipeline checkpoint it reported last
             source = Path(directory)
             name = (source / "COMPLETE").read_text().strip()
@@ -84,7 +84,7 @@ def run_trial(param: dict[str, Any]) -> None:
         tune.report(metrics, checkpoint=checkpoint)
 
     with metrics_listener(report):
-        run_training(cfg, announce=lambda _: None)
+        run_pipeline(cfg, announce=lambda _: None)
 
 
 def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tune", resume: bool = False,

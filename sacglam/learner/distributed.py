@@ -43,14 +43,21 @@ def broadcast_parameters(parameters: list[torch.Tensor]) -> None:
 
 def average_gradients(parameters: list[torch.Tensor], finite: bool) -> bool:
     """Replace each parameter's gradient by its mean over the ranks (parameters without a gradient
-    are skipped); returns whether every rank's losses were finite. One all-reduce in total."""
+    are skipped); returns whether every rank's losses were finite, and averages nothing when one
+    was not. Two all-reduces: the finite flags first, because a rank whose loss broke ran no
+    backward, and the gradient all-reduce needs the same tensors on every rank."""
+    flag = torch.tensor([0.0 if finite else 1.0], device=parameters[0].device)
+    dist.all_reduce(flag)
+    if bool(flag[0] > 0):
+        return False
     with_grad = [p for p in parameters if p.grad is not None]
-    flags = torch.tensor([0.0 if finite else 1.0], device=with_grad[0].device if with_grad else "cpu")
-    flat = torch.cat([p.grad.reshape(-1) for p in with_grad] + [flags])
+    if not with_grad:
+        return True
+    flat = torch.cat([p.grad.reshape(-1) for p in with_grad])
     dist.all_reduce(flat)
     flat /= dist.get_world_size()
     offset = 0
     for p in with_grad:
         p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
         offset += p.numel()
-    return bool(flat[-1] == 0)
+    return True

@@ -1,13 +1,21 @@
-"""The PPO-GLAM learner: epochs of clipped-PPO minibatch steps over one on-policy rollout."""
+"""The PPO-GLAM learner: epochs of clipped-PPO minibatch steps over one on-policy rollout.
+
+With several data-parallel learners, every learner holds the whole rollout and draws the same
+minibatches (same seed); each computes the loss on its share of every minibatch (rows
+rank::world) and the gradients are averaged, which is the single-learner step when the shares
+are equal. Advantages are normalised over the whole minibatch before it is split.
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from sacglam.config import PPOConfig
-from sacglam.learner.ppo_losses import ppo_losses
+from sacglam.learner.ppo_losses import normalized, ppo_losses
 from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
 
@@ -27,13 +35,17 @@ class Rollout:
 
 
 class PPOLearner:
-    def __init__(self, agent: GLAMAgent, config: PPOConfig, seed: int = 0):
+    def __init__(self, agent: GLAMAgent, config: PPOConfig, seed: int = 0, rank: int = 0, world_size: int = 1):
         if agent.config.critic != "value":
             raise ValueError("PPO-GLAM needs a value head: AgentConfig(critic='value')")
         self.agent, self.config = agent, config
-        self.optimizer = torch.optim.Adam([p for p in agent.parameters() if p.requires_grad], lr=config.lr)
+        self.rank, self.world_size = rank, world_size
+        self._params = [p for p in agent.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(self._params, lr=config.lr)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0  # gradient steps applied
+        # Data-parallel learners set this (`distributed.average_gradients`), as for SAC.
+        self.gradient_sync: Callable[[list[torch.Tensor], bool], bool] | None = None
 
     def update(self, rollout: Rollout) -> dict[str, float]:
         """`epochs` passes of shuffled minibatches; returns the means of the step metrics."""
@@ -43,7 +55,12 @@ class PPOLearner:
         for _ in range(cfg.epochs):
             order = torch.randperm(len(rollout.actions), generator=self.generator)
             for start in range(0, len(order), cfg.minibatch_size):
-                rows = order[start : start + cfg.minibatch_size]
+                minibatch = order[start : start + cfg.minibatch_size]
+                advantages = rollout.advantages[minibatch]
+                if cfg.normalize_advantages:
+                    advantages = normalized(advantages)
+                share = torch.arange(self.rank, len(minibatch), self.world_size)
+                rows, advantages = minibatch[share], advantages[share]
                 out = self.agent(
                     self.agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
                 )
@@ -53,17 +70,20 @@ class PPOLearner:
                 center = rollout.clip_center[rows].to(device) if rollout.clip_center is not None else None
                 losses = ppo_losses(
                     out.log_pi, out.mask, rollout.actions[rows].to(device), rollout.old_log_prob[rows].to(device),
-                    rollout.advantages[rows].to(device), rollout.returns[rows].to(device), out.value,
-                    cfg.clip, cfg.vf_coef, cfg.ent_coef, cfg.normalize_advantages,
+                    advantages.to(device), rollout.returns[rows].to(device), out.value,
+                    cfg.clip, cfg.vf_coef, cfg.ent_coef, False,
                     loss=cfg.loss, kl_coef=cfg.kl_coef, clip_center=center, behavior_log_pi=behavior,
                 )
-                if not torch.isfinite(losses.total):
-                    raise NonFiniteLossError(f"non-finite PPO loss {float(losses.total)}; the update was not applied")
+                finite = bool(torch.isfinite(losses.total))
                 self.optimizer.zero_grad(set_to_none=True)
-                losses.total.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(
-                    [p for g in self.optimizer.param_groups for p in g["params"]], cfg.max_grad_norm
-                )
+                if finite:
+                    losses.total.backward()
+                if self.gradient_sync is not None:  # every rank takes part, even one whose loss broke
+                    finite = self.gradient_sync(self._params, finite)
+                if not finite:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    raise NonFiniteLossError(f"non-finite PPO loss {float(losses.total)}; the update was not applied")
+                grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm)
                 if not torch.isfinite(grad_norm):
                     self.optimizer.zero_grad(set_to_none=True)
                     raise NonFiniteLossError("non-finite PPO gradient; the update was not applied")
@@ -77,3 +97,20 @@ class PPOLearner:
                     sums[name] = sums.get(name, 0.0) + float(value.detach())
         self.optimizer.zero_grad(set_to_none=True)
         return {name: total / steps for name, total in sums.items()}
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs from the learner (the agent's trainable state included)."""
+        return copy.deepcopy({
+            "agent": self.agent.trainable_state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "updates": self.updates,
+        })
+
+    def load_state_dict(self, state: dict) -> None:
+        self.agent.load_trainable_state_dict(state["agent"])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.generator.set_state(state["generator"])
+        self.updates = state["updates"]

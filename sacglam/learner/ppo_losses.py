@@ -60,6 +60,13 @@ def candidate_kl(behavior_log_pi: torch.Tensor, log_pi: torch.Tensor, mask: torc
     return (b.exp() * (b - p)).masked_fill(~mask, 0.0).sum(-1)
 
 
+def normalized(advantages: torch.Tensor) -> torch.Tensor:
+    """Advantages scaled to mean 0 and standard deviation 1 (unchanged for a single one)."""
+    if advantages.numel() <= 1:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
 def ppo_losses(
     log_pi: torch.Tensor,
     mask: torch.Tensor,
@@ -86,8 +93,8 @@ def ppo_losses(
     The ratio r is pi(a|s, g') / pi_old(a|s, g): for a relabeled transition it is not 1 even at
     the first epoch.
     """
-    if normalize_advantages and advantages.numel() > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    if normalize_advantages:
+        advantages = normalized(advantages)
     new_log_prob = log_pi.gather(1, actions[:, None]).squeeze(1)
     log_ratio = new_log_prob - old_log_prob
     ratio = log_ratio.exp()

@@ -16,12 +16,11 @@ Model names:
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import importlib.util
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal

@@ -6,7 +6,8 @@ from typing import Sequence
 
 import torch
 
-from sacglam.evaluation import EvaluationPart, run_part
+from sacglam.config import TrainConfig
+from sacglam.evaluation import EvaluationPart, run_evaluation, run_part, training_evaluation
 from sacglam.models.agent import GLAMAgent
 from sacglam.types import EpisodeResult
 
@@ -35,3 +36,9 @@ def run_agent_part(agent: GLAMAgent, part: EvaluationPart) -> list[EpisodeResult
     """One part of a run's evaluation with the agent acting: sampling with the part's own seeded
     generator, or greedy."""
     return run_part(LLMPolicy(agent, greedy=part.mode == "greedy", seed=part.seed), part)
+
+
+def evaluate_agent(agent: GLAMAgent, cfg: TrainConfig) -> dict[str, float]:
+    """`eval/<goal set>/<sampled|greedy>/<goal type>`: the run's evaluation
+    (`evaluation.training_evaluation`) of `agent`, in this process."""
+    return run_evaluation(training_evaluation(cfg), lambda part: run_agent_part(agent, part))

@@ -18,7 +18,7 @@ from sacglam.runtime.handles import Handle, LocalHandle
 
 @dataclass
 class Components:
-    replay: Handle
+    storage: Handle  # where the rollout workers' episodes go: the replay actor (SAC) or the rollout storage (PPO)
     inference: list[Handle]
     workers: list[Handle]
     learners: list[Handle]
@@ -36,17 +36,29 @@ def envs_per_worker(cfg: TrainConfig) -> int:
     return cfg.num_envs // cfg.pipeline.rollout_workers
 
 
+def storage_component(cfg: TrainConfig) -> tuple[type, tuple]:
+    """(class, constructor arguments but the checkpoint directory) of the algorithm's experience
+    storage: the replay actor for SAC, the rollout storage for PPO."""
+    if cfg.algo == "ppo":
+        from sacglam.replay_actor.rollout import RolloutStorage
+
+        return RolloutStorage, ()
+    from sacglam.replay_actor.service import ReplayService
+
+    return ReplayService, (cfg.sac, cfg.env.goals, cfg.seed)
+
+
 def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
     from sacglam.inference.server import InferenceServer
     from sacglam.learner.service import LearnerService
-    from sacglam.replay_actor.service import ReplayService
     from sacglam.rollout_workers.service import RolloutService
 
-    replay = LocalHandle(ReplayService(cfg.sac, cfg.env.goals, cfg.seed, checkpoints))
-    learner = LocalHandle(LearnerService(cfg, replay, warm_start=not resuming))  # first: it seeds torch and builds the agent like the Ray learners
+    storage_class, args = storage_component(cfg)
+    storage = LocalHandle(storage_class(*args, checkpoints) if args else storage_class())
+    learner = LocalHandle(LearnerService(cfg, storage, warm_start=not resuming))  # first: it seeds torch and builds the agent like the Ray learners
     inference = [LocalHandle(InferenceServer(cfg.agent)) for _ in range(cfg.pipeline.inference_actors)]
     workers = [
-        LocalHandle(RolloutService(cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], replay))
+        LocalHandle(RolloutService(cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], storage))
         for i in range(cfg.pipeline.rollout_workers)
     ]
-    return Components(replay=replay, inference=inference, workers=workers, learners=[learner])
+    return Components(storage=storage, inference=inference, workers=workers, learners=[learner])

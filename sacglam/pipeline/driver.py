@@ -1,16 +1,11 @@
 """The driver of the actor-learner pipeline: it schedules the components and does no learning
-itself.
+itself. One loop for every algorithm; what to collect and when to train is the algorithm's
+schedule (`schedules`: off-policy for SAC, on-policy for PPO).
 
-Schedule (the paper's, whatever the number of workers):
-- rollout workers collect in chunks; collection may run at most `pipeline.max_steps_ahead` env
-  steps ahead of the updates the schedule asks for, so the data/update ratio stays the paper's
-  (`gradient_steps` updates per `update_every` env steps) and every queue stays bounded;
-- learning starts once the buffer holds a batch and the `random_steps` are done; the learners then
-  owe `gradient_steps` updates per `update_every` env steps and are asked for them in one call;
-- after every `weight_sync_every` updates, rank 0's trainable state goes once into the object
-  store and every inference actor loads it (between two forwards);
-- evaluation (train and held-out goals, sampled and greedy) and checkpoints pause the learners
-  (a checkpoint pauses collection too, so it is consistent: no episode in flight).
+The driver itself: publishes rank 0's trainable state once into the object store for every
+inference actor (which loads it between two forwards), evaluates (train and held-out goals,
+sampled and greedy) and checkpoints when the schedule lets the run pause (a checkpoint waits until
+nothing is in flight, so it is consistent), counts, logs and shows progress.
 
 Runs on `LocalHandle`s (one process) or `RayHandle`s alike.
 """
@@ -29,11 +24,12 @@ from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
 from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
-from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.components import Components
-from sacglam.runtime.handles import LocalFuture, resolve, resolve_all, wait_any
-from sacglam.progress import advance
 from sacglam.pipeline.metrics import MetricsLogger
+from sacglam.pipeline.schedules import make_schedule
+from sacglam.progress import advance
+from sacglam.runtime.checkpoint import CheckpointStore
+from sacglam.runtime.handles import LocalFuture, resolve, resolve_all, wait_any
 
 
 @dataclass
@@ -51,13 +47,7 @@ class Counters:
     next_log: int = 0
     next_checkpoint: int = 0
     recent: list[tuple[int, int]] = field(default_factory=list)  # (episodes, successes) of recent chunks
-
-
-def updates_due(env_steps: int, learning_from: int | None, update_every: int, gradient_steps: int) -> int:
-    """Updates the schedule asks for once `env_steps` are collected (0 before learning starts)."""
-    if learning_from is None:
-        return 0
-    return ((env_steps - learning_from) // update_every + 1) * gradient_steps
+    train_metrics: dict[str, float] = field(default_factory=dict)  # of the last training call (logged until the next)
 
 
 class PipelineDriver:
@@ -67,18 +57,15 @@ class PipelineDriver:
         self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
         self.in_flight: dict[Any, tuple[str, Any]] = {}
         self.issued_steps = counters.env_steps  # collected + in flight
-        self.updates_issued = counters.updates
-        self.trained_through = counters.env_steps  # env steps whose updates have been asked for
-        self.train_metrics: dict[str, float] = {}
         self.sync_stats: dict[str, float] = {}
         self.max_lag = 0
         self.latest_eval: dict[str, float] = {}
         self.weights_nbytes = resolve(parts.learners[0].call("weights_nbytes"))
-        self.chunk = cfg.pipeline.chunk_steps * (cfg.num_envs // cfg.pipeline.rollout_workers)
         self.idle_workers = list(range(len(parts.workers)))
         self.bar = tqdm(total=cfg.total_env_steps, initial=min(counters.env_steps, cfg.total_env_steps), disable=not cfg.progress,
                         desc=f"{cfg.algo} ({cfg.runner})", unit="step")
         self._clock = time.perf_counter()
+        self.schedule = make_schedule(self)
 
     # ------------------------------------------------------------------ main loop
 
@@ -86,14 +73,13 @@ class PipelineDriver:
         self.publish(wait=True)  # inference must hold the learner's weights before acting
         while True:
             self._tick()
-            if self._eval_due() and not self._training():
+            if self.eval_due() and self.schedule.may_evaluate(self):
                 self.evaluate()
-            if self._checkpoint_due() and not self.in_flight:
+            if self.checkpoint_due() and self.schedule.may_checkpoint(self):
                 self.checkpoint()
-            if self._done():
+            if self.schedule.done(self):
                 break
-            self._issue_training()
-            self._issue_collection()
+            self.schedule.issue(self)
             if not self.in_flight:
                 raise RuntimeError("pipeline stalled: nothing in flight and nothing to issue (a scheduling bug)")
             finished, _ = wait_any(list(self.in_flight))
@@ -119,49 +105,30 @@ class PipelineDriver:
     def _resume_clock(self) -> None:
         self._clock = time.perf_counter()
 
-    def _training(self) -> bool:
+    def training(self) -> bool:
         return any(kind == "train" for kind, _ in self.in_flight.values())
 
-    def _eval_due(self) -> bool:
+    def eval_due(self) -> bool:
         return bool(self.cfg.eval_episodes) and self.c.env_steps >= self.c.next_eval
 
-    def _checkpoint_due(self) -> bool:
+    def checkpoint_due(self) -> bool:
         every = self.cfg.pipeline.checkpoint_every
         return bool(every) and self.c.env_steps >= self.c.next_checkpoint
 
-    def _due(self) -> int:
-        sac = self.cfg.sac
-        return updates_due(self.c.env_steps, self.c.learning_from, sac.update_every, sac.gradient_steps)
+    # ------------------------------------------------------------------ issuing (the schedule's calls)
 
-    def _done(self) -> bool:
-        return self.c.env_steps >= self.cfg.total_env_steps and not self.in_flight and self._due() <= self.c.updates
+    def train(self, units: int) -> None:
+        """Ask every learner for `units` of training (SAC: gradient steps; PPO: rollouts)."""
+        futures = [learner.call("train", units) for learner in self.parts.learners]
+        self.in_flight[futures[0]] = ("train", (futures, units))
 
-    # ------------------------------------------------------------------ issuing
-
-    def _issue_training(self) -> None:
-        if self._training() or self._checkpoint_due() or self._eval_due():
-            return
-        due = self._due()
-        if due > self.updates_issued:
-            count = due - self.updates_issued
-            futures = [learner.call("train", count) for learner in self.parts.learners]
-            self.in_flight[futures[0]] = ("train", (futures, count))
-            self.updates_issued = due
-        self.trained_through = self.c.env_steps
-
-    def _issue_collection(self) -> None:
-        if self._checkpoint_due():
-            return
-        sac = self.cfg.sac
-        while self.idle_workers and self.issued_steps < self.cfg.total_env_steps:
-            ahead = self.issued_steps - self.trained_through
-            if self.c.learning_from is not None and ahead >= self.cfg.pipeline.max_steps_ahead:
-                return
-            index = self.idle_workers.pop(0)
-            explore = self.issued_steps < sac.random_steps
-            future = self.parts.workers[index].call("collect", self.cfg.pipeline.chunk_steps, explore)
-            self.in_flight[future] = ("collect", (index, explore))
-            self.issued_steps += self.chunk
+    def collect(self, vector_steps: int, explore: bool, worker: int | None = None, cut: bool = False) -> None:
+        """Ask an idle rollout worker (`worker`, or the first idle one) for `vector_steps` steps of
+        each of its environments; `cut` ends its open episodes' segments after them."""
+        index = self.idle_workers.pop(0 if worker is None else self.idle_workers.index(worker))
+        future = self.parts.workers[index].call("collect", vector_steps, explore, cut)
+        self.in_flight[future] = ("collect", (index, explore))
+        self.issued_steps += vector_steps * (self.cfg.num_envs // self.cfg.pipeline.rollout_workers)
 
     # ------------------------------------------------------------------ results
 
@@ -170,12 +137,10 @@ class PipelineDriver:
         if kind == "collect":
             self._collected(resolve(future), *info)
         elif kind == "train":
-            futures, count = info
+            futures, units = info
             results = resolve_all(futures)
-            self.c.updates += count
-            self.train_metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
-            if self.c.updates - self.c.published >= self.cfg.pipeline.weight_sync_every:
-                self.publish()
+            self.c.train_metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
+            self.schedule.trained(self, units)
         elif kind == "sync":
             resolve(future)
             self._synced(*info)
@@ -196,10 +161,7 @@ class PipelineDriver:
             if result["policy_version"] < 0 <= c.published:
                 self.publish()  # a restarted inference actor came back without weights
             self.max_lag = max(self.max_lag, c.updates - result["policy_version"])
-        sac = self.cfg.sac
-        if c.learning_from is None and c.env_steps >= sac.random_steps:
-            if resolve(self.parts.replay.call("size")) >= sac.batch_size:
-                c.learning_from = c.env_steps
+        self.schedule.collected(self, result)
         if c.env_steps >= c.next_log:
             self.log()
             c.next_log += self.cfg.log_every
@@ -249,22 +211,22 @@ class PipelineDriver:
             out["eval"] = f"{self.latest_eval[key]:.2f}"
         episodes = sum(e for e, _ in self.c.recent)
         out["train"] = f"{sum(s for _, s in self.c.recent) / max(episodes, 1):.2f}"
-        if "alpha" in self.train_metrics:
-            out["alpha"] = f"{self.train_metrics['alpha']:.3g}"
+        if "alpha" in self.c.train_metrics:
+            out["alpha"] = f"{self.c.train_metrics['alpha']:.3g}"
         out["lag"] = str(self.max_lag)
         return out
 
     def log(self) -> None:
         c = self.c
         episodes = sum(e for e, _ in c.recent)
-        stats = resolve(self.parts.replay.call("stats"))
+        stats = resolve(self.parts.storage.call("stats"))
         for inference in self.parts.inference[:1]:
             stats |= resolve(inference.call("stats"))
-        record = self.train_metrics | stats | self.sync_stats | {
+        record = self.c.train_metrics | stats | self.sync_stats | {
             "train/success": sum(s for _, s in c.recent) / max(episodes, 1),
             "train/episodes": c.episodes,  # cumulative: success over any window is a difference
             "train/successes": c.successes,
-            "learner/gradient_steps": c.updates,
+            "learner/gradient_steps": int(self.c.train_metrics.get("learner/updates", 0)),
             "inference/policy_lag_max": self.max_lag,
             "time/train_seconds": c.train_seconds,
             "time/env_steps_per_s": c.env_steps / max(c.train_seconds, 1e-9),
@@ -282,7 +244,7 @@ class PipelineDriver:
         c = self.c
         tmp = self.store.begin(c.env_steps)
         workers = resolve_all([w.call("get_state") for w in self.parts.workers])  # also flushes their hand-overs
-        saving = self.parts.replay.call("save", str(tmp))
+        saving = self.parts.storage.call("save", str(tmp))
         torch.save(resolve(self.parts.learners[0].call("state_dict")), tmp / "learner.pt")
         (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
         (tmp / "driver.json").write_text(json.dumps(asdict(c)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tensorboardX import SummaryWriter

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
-from sacglam.pipeline.components import Components, envs_per_worker, worker_seed
+from sacglam.pipeline.components import Components, envs_per_worker, storage_component, worker_seed
 from sacglam.runtime.handles import RayHandle, resolve_all
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
@@ -78,7 +78,7 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     def gpus(value: float | None) -> float:
         return (1.0 if has_gpu else 0.0) if value is None else value
 
-    bundles = [Bundle("replay", res.replay_cpus, 0.0)]
+    bundles = [Bundle("replay" if cfg.algo != "ppo" else "rollout-storage", res.replay_cpus, 0.0)]
     bundles += [Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus)) for i in range(p.inference_actors)]
     bundles += [Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus)) for i in range(p.learners)]
     bundles += [Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0) for i in range(p.rollout_workers)]
@@ -106,7 +106,6 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     from sacglam.inference.actor import InferenceActor
     from sacglam.learner.service import LearnerService
     from sacglam.pipeline.dashboard import RayDashboardMetrics
-    from sacglam.replay_actor.service import ReplayService
     from sacglam.rollout_workers.service import RolloutService
 
     url = connect(cfg.address)
@@ -149,8 +148,9 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
 
     res, p = cfg.pipeline.resources, cfg.pipeline
     at = 0
-    replay = RayHandle(
-        ray.remote(ReplayService).options(**options(at, restart=True)).remote(cfg.sac, cfg.env.goals, cfg.seed, str(checkpoints)),
+    storage_class, args = storage_component(cfg)
+    storage = RayHandle(
+        ray.remote(storage_class).options(**options(at, restart=True)).remote(*args, *([str(checkpoints)] if args else [])),
         name=f"sacglam-{run_id}-{bundles[at].role}",
     )
     at += 1
@@ -164,29 +164,29 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     learners = []
     for rank in range(p.learners):
         actor = ray.remote(LearnerService).options(**options(at, restart=False)).remote(
-            cfg, replay, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming
+            cfg, storage, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming
         )
         learners.append(RayHandle(actor))
         at += 1
     workers = []
     for i in range(p.rollout_workers):
         actor = ray.remote(RolloutService).options(**options(at, restart=True)).remote(
-            cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], replay, threads(res.worker_cpus)
+            cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], storage, threads(res.worker_cpus)
         )
         workers.append(RayHandle(actor))
         at += 1
-    resolve_all([h.call("ping") for h in [replay, *inference, *learners, *workers]])  # constructors done
+    resolve_all([h.call("ping") for h in [storage, *inference, *learners, *workers]])  # constructors done
     if len(learners) > 1:
         address, port = ray.get(learners[0].call("rendezvous"))
         resolve_all([learner.call("join", address, port) for learner in learners])
 
     def close() -> None:
-        for handle in [*workers, *learners, *inference, replay]:
+        for handle in [*workers, *learners, *inference, storage]:
             ray.kill(handle.actor, no_restart=True)
         if own_group:
             remove_placement_group(pg)
 
     return Components(
-        replay=replay, inference=inference, workers=workers, learners=learners,
+        storage=storage, inference=inference, workers=workers, learners=learners,
         dashboard=RayDashboardMetrics(cfg.output_dir.name), dashboard_url=url, close=close,
     )

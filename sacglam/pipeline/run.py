@@ -10,12 +10,12 @@ import torch
 
 from sacglam.config import TrainConfig
 from sacglam.models.loading import check_model
-from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
-from sacglam.runtime.handles import resolve
-from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
 from sacglam.pipeline.metrics import MetricsLogger
+from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
+from sacglam.runtime.checkpoint import CheckpointStore
+from sacglam.runtime.handles import resolve
 
 
 def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print) -> dict[str, float]:
@@ -55,10 +55,10 @@ def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: C
     try:
         if latest is not None:
             counters = restore(parts, latest)
-            replay = resolve(parts.replay.call("stats"))
+            stored = resolve(parts.storage.call("size"))
             announce(
                 f"resumed {cfg.output_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
-                f"replay {replay['buffer/transitions']} transitions of {replay['buffer/episodes']} episodes"
+                f"{stored} transitions in storage"
             )
         else:
             counters = Counters(next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps)

@@ -142,6 +142,8 @@ class ReplayBuffer:
     def add(self, episode: Episode) -> list[Relabel]:
         """Store an episode and its relabels (when `her`); evict the oldest beyond capacity.
         Returns the relabels it made."""
+        if episode.cut:
+            raise ValueError("the replay buffer stores whole episodes; a cut segment belongs to an on-policy rollout")
         relabels = hindsight_relabels(episode, self.her_max_goals, self.rng) if self.her else []
         self._store(self._next_id, episode, relabels)
         self._next_id += 1

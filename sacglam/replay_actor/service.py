@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 from sacglam.config import SACConfig
-from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.replay_actor.buffer import ReplayBuffer
+from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.types import Episode, TransitionBatch
 
 SNAPSHOT = "replay"  # the buffer's directory inside a checkpoint

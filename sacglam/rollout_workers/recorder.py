@@ -12,12 +12,27 @@ class _Open:
     """The episode an environment slot is in the middle of."""
 
     def __init__(self, observation: str, candidates: Sequence[str], scene: Sequence[str]):
-        self.goal, state = split_goal(observation)
+        goal, state = split_goal(observation)
+        self._begin(goal, state, candidates, scene)
+
+    def _begin(self, goal: str, state: str, candidates: Sequence[str], scene: Sequence[str]) -> None:
+        self.goal = goal
         self.scene = tuple(scene)
         self.states, self.candidates = [state], [tuple(candidates)]
         self.actions: list[int] = []
         self.rewards: list[float] = []
         self.achieved: list[tuple[str, ...]] = []
+
+    def episode(self, terminated: bool, truncated: bool, cut: bool) -> Episode:
+        return Episode(
+            goal=self.goal, scene=self.scene, states=tuple(self.states), candidates=tuple(self.candidates),
+            actions=tuple(self.actions), rewards=tuple(self.rewards), terminated=terminated, truncated=truncated,
+            achieved_goals=tuple(self.achieved), cut=cut,
+        )
+
+    def restart_from_last_state(self) -> None:
+        """Continue the same episode as a new segment that starts where this one stopped."""
+        self._begin(self.goal, self.states[-1], self.candidates[-1], self.scene)
 
 
 class EpisodeRecorder:
@@ -58,18 +73,17 @@ class EpisodeRecorder:
             episode.states.append(split_goal(last_obs)[1])
             episode.candidates.append(tuple(last_candidates))
             if done:
-                finished.append(
-                    Episode(
-                        goal=episode.goal,
-                        scene=episode.scene,
-                        states=tuple(episode.states),
-                        candidates=tuple(episode.candidates),
-                        actions=tuple(episode.actions),
-                        rewards=tuple(episode.rewards),
-                        terminated=bool(terminated[i]),
-                        truncated=bool(truncated[i]),
-                        achieved_goals=tuple(episode.achieved),
-                    )
-                )
+                finished.append(episode.episode(terminated=bool(terminated[i]), truncated=bool(truncated[i]), cut=False))
                 self._open[i] = _Open(observations[i], infos["candidates"][i], infos["scene"][i])
         return finished
+
+    def cut(self) -> list[Episode]:
+        """End every open episode's segment here (an on-policy rollout's end): one `cut` segment
+        per slot that took a step since its last segment began; each slot goes on with a new
+        segment of the same episode from its current state."""
+        segments = []
+        for episode in self._open:
+            if episode is not None and episode.actions:
+                segments.append(episode.episode(terminated=False, truncated=False, cut=True))
+                episode.restart_from_last_state()
+        return segments

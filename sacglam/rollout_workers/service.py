@@ -1,5 +1,5 @@
 """The rollout worker as a service: a `RolloutWorker` wired to an inference handle (for pi) and a
-replay handle (for finished episodes). The Ray rollout-worker actor is this class, made remote;
+storage handle (the replay actor, or PPO's rollout storage: where episodes go). The Ray rollout-worker actor is this class, made remote;
 the local runner calls it directly. No algorithm logic lives here."""
 
 from __future__ import annotations
@@ -9,46 +9,49 @@ from typing import Any
 import numpy as np
 
 from sacglam.config import EnvConfig
-from sacglam.runtime.handles import Handle, resolve
 from sacglam.rollout_workers.worker import RolloutWorker
+from sacglam.runtime.handles import Handle, resolve
 
 
 class RolloutService:
-    """At most one batch of episodes is on its way to the replay actor at a time (a bounded
-    queue): the next `collect` waits for the previous hand-over before sending its own."""
+    """At most one batch of episodes is on its way to the storage at a time (a bounded queue):
+    the next `collect` waits for the previous hand-over before sending its own."""
 
-    def __init__(self, env_config: EnvConfig, num_envs: int, seed: int, inference: Handle, replay: Handle, threads: int | None = None):
+    def __init__(self, env_config: EnvConfig, num_envs: int, seed: int, inference: Handle, storage: Handle, threads: int | None = None):
         if threads:
             import torch
 
             torch.set_num_threads(threads)
         self.worker = RolloutWorker(env_config, num_envs, seed)
-        self.inference, self.replay = inference, replay
+        self.inference, self.storage = inference, storage
         self._in_flight: Any = None
 
     def _distributions(self, observations, candidates) -> tuple[np.ndarray, int]:
         return resolve(self.inference.call("distributions", list(observations), [list(c) for c in candidates]))
 
-    def collect(self, vector_steps: int, explore: bool = False) -> dict[str, Any]:
-        """Step, hand the finished episodes to the replay actor, return the chunk's figures.
-        `explore`: uniform-random actions (the paper's optional random steps before learning)."""
-        got = self.worker.collect(vector_steps, None if explore else self._distributions)
+    def collect(self, vector_steps: int, explore: bool = False, cut: bool = False) -> dict[str, Any]:
+        """Step, hand the episodes to the storage (replay or rollout), return the chunk's figures.
+        `explore`: uniform-random actions (the paper's optional random steps before learning);
+        `cut`: end the open episodes' segments after the last step (an on-policy rollout's end)."""
+        got = self.worker.collect(vector_steps, None if explore else self._distributions, cut=cut)
         self.flush()
         if got.episodes:
-            self._in_flight = self.replay.call("add_episodes", got.episodes)
+            self._in_flight = self.storage.call("add_episodes", got.episodes)
+        finished = [e for e in got.episodes if not e.cut]
         return {
             "env_steps": got.env_steps,
-            "episodes": len(got.episodes),
-            "successes": sum(e.terminated for e in got.episodes),
-            "episode_steps": sum(len(e.actions) for e in got.episodes),
+            "episodes": len(finished),
+            "successes": sum(e.terminated for e in finished),
+            "episode_steps": sum(len(e.actions) for e in finished),
             "policy_version": got.policy_version,
         }
 
-    def flush(self) -> None:
-        """Wait until the last hand-over to the replay actor is done."""
+    def flush(self) -> bool:
+        """Wait until the last hand-over to the storage is done."""
         if self._in_flight is not None:
             pending, self._in_flight = self._in_flight, None
             resolve(pending)
+        return True
 
     def get_state(self) -> bytes:
         self.flush()

@@ -49,8 +49,10 @@ class RolloutWorker:
         self.recorder = EpisodeRecorder(num_envs)
         self.recorder.start(self.observations, self.infos)
 
-    def collect(self, vector_steps: int, distributions: Distributions | None) -> Collected:
-        """Take `vector_steps` steps in every environment; `distributions=None` acts uniformly at random."""
+    def collect(self, vector_steps: int, distributions: Distributions | None, cut: bool = False) -> Collected:
+        """Take `vector_steps` steps in every environment; `distributions=None` acts uniformly at
+        random. `cut`: end every open episode's segment after the last step (an on-policy
+        rollout's end); the cut segments come last in `episodes`."""
         out = Collected(env_steps=0)
         versions = []
         for _ in range(vector_steps):
@@ -64,6 +66,8 @@ class RolloutWorker:
             self.observations, rewards, terminated, truncated, self.infos = self.env.step(actions)
             out.episodes += self.recorder.record(actions, self.observations, rewards, terminated, truncated, self.infos)
             out.env_steps += self.num_envs
+        if cut:
+            out.episodes += self.recorder.cut()
         out.policy_version = min(versions) if versions else -1
         return out
 

@@ -1,0 +1,146 @@
+"""What each algorithm asks of the pipeline: when to collect, when to train, when the run may
+pause for an evaluation or a checkpoint, when it is done. The driver runs one loop for both; the
+schedule is the algorithm's plug-in.
+
+- `OffPolicySchedule` (SAC-GLAM, SAC-GLAM+HER; the paper's schedule, whatever the number of
+  workers): rollout workers collect in chunks; collection may run at most
+  `pipeline.max_steps_ahead` env steps ahead of the updates the schedule asks for, so the
+  data/update ratio stays the paper's (`gradient_steps` updates per `update_every` env steps) and
+  every queue stays bounded. Learning starts once the buffer holds a batch and the `random_steps`
+  (uniform-random actions) are done; the learners then owe `gradient_steps` updates per
+  `update_every` env steps and are asked for them in one call; rank 0's weights go to inference
+  every `weight_sync_every` updates.
+- `OnPolicySchedule` (PPO-GLAM): rollouts of `ppo.rollout_steps` env steps, collected in chunks
+  with the weights of the last update (policy lag 0); the rollout's end cuts the open episodes
+  into segments; the learners train on the whole rollout (PPO's epochs), the new weights reach
+  inference before the next rollout starts, and the rollout storage is cleared. The budget is
+  rounded up to whole rollouts. Evaluations and checkpoints happen between rollouts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sacglam.runtime.handles import resolve, resolve_all
+
+if TYPE_CHECKING:
+    from sacglam.pipeline.driver import PipelineDriver
+
+
+def updates_due(env_steps: int, learning_from: int | None, update_every: int, gradient_steps: int) -> int:
+    """Updates the paper's schedule asks for once `env_steps` are collected (0 before learning starts)."""
+    if learning_from is None:
+        return 0
+    return ((env_steps - learning_from) // update_every + 1) * gradient_steps
+
+
+class Schedule(Protocol):
+    def issue(self, driver: PipelineDriver) -> None:
+        """Start the collection and training calls the schedule allows now."""
+
+    def collected(self, driver: PipelineDriver, result: dict[str, Any]) -> None:
+        """A collection chunk came back (the driver has counted it)."""
+
+    def trained(self, driver: PipelineDriver, units: int) -> None:
+        """A training call of `units` came back (the driver has counted its metrics)."""
+
+    def may_evaluate(self, driver: PipelineDriver) -> bool: ...
+
+    def may_checkpoint(self, driver: PipelineDriver) -> bool: ...
+
+    def done(self, driver: PipelineDriver) -> bool: ...
+
+
+class OffPolicySchedule:
+    def __init__(self, driver: PipelineDriver):
+        self.updates_issued = driver.c.updates
+        self.trained_through = driver.c.env_steps  # env steps whose updates have been asked for
+
+    def _due(self, d: PipelineDriver) -> int:
+        sac = d.cfg.sac
+        return updates_due(d.c.env_steps, d.c.learning_from, sac.update_every, sac.gradient_steps)
+
+    def issue(self, d: PipelineDriver) -> None:
+        if not (d.training() or d.checkpoint_due() or d.eval_due()):
+            due = self._due(d)
+            if due > self.updates_issued:
+                d.train(due - self.updates_issued)
+                self.updates_issued = due
+            self.trained_through = d.c.env_steps
+        if d.checkpoint_due():
+            return
+        sac = d.cfg.sac
+        while d.idle_workers and d.issued_steps < d.cfg.total_env_steps:
+            if d.c.learning_from is not None and d.issued_steps - self.trained_through >= d.cfg.pipeline.max_steps_ahead:
+                return
+            d.collect(d.cfg.pipeline.chunk_steps, explore=d.issued_steps < sac.random_steps)
+
+    def collected(self, d: PipelineDriver, result: dict[str, Any]) -> None:
+        sac = d.cfg.sac
+        if d.c.learning_from is None and d.c.env_steps >= sac.random_steps:
+            if resolve(d.parts.storage.call("size")) >= sac.batch_size:
+                d.c.learning_from = d.c.env_steps
+
+    def trained(self, d: PipelineDriver, units: int) -> None:
+        d.c.updates += units
+        if d.c.updates - d.c.published >= d.cfg.pipeline.weight_sync_every:
+            d.publish()
+
+    def may_evaluate(self, d: PipelineDriver) -> bool:
+        return not d.training()
+
+    def may_checkpoint(self, d: PipelineDriver) -> bool:
+        return not d.in_flight
+
+    def done(self, d: PipelineDriver) -> bool:
+        return d.c.env_steps >= d.cfg.total_env_steps and not d.in_flight and self._due(d) <= d.c.updates
+
+
+class OnPolicySchedule:
+    def __init__(self, driver: PipelineDriver):
+        self.rollout_vector_steps = driver.cfg.ppo.rollout_steps // driver.cfg.num_envs
+        self.left = [self.rollout_vector_steps] * len(driver.parts.workers)  # vector steps each worker owes
+        self.training = False
+
+    def _between_rollouts(self, d: PipelineDriver) -> bool:
+        return not d.in_flight and not self.training and all(n == self.rollout_vector_steps for n in self.left)
+
+    def issue(self, d: PipelineDriver) -> None:
+        if self.training or self.done(d):
+            return
+        if not self._between_rollouts(d) or not (d.eval_due() or d.checkpoint_due()):
+            chunk = d.cfg.pipeline.chunk_steps
+            for index in list(d.idle_workers):
+                if self.left[index] > 0:
+                    steps = min(chunk, self.left[index])
+                    self.left[index] -= steps
+                    d.collect(steps, explore=False, worker=index, cut=self.left[index] == 0)
+        if not d.in_flight and all(n == 0 for n in self.left):
+            # Every segment of the rollout must have reached the storage before the learners read it.
+            resolve_all([w.call("flush") for w in d.parts.workers])
+            self.training = True
+            d.train(1)
+
+    def collected(self, d: PipelineDriver, result: dict[str, Any]) -> None:
+        pass
+
+    def trained(self, d: PipelineDriver, units: int) -> None:
+        d.c.updates += units
+        d.publish(wait=True)  # the next rollout acts with these weights: policy lag 0
+        resolve(d.parts.storage.call("clear"))
+        self.training = False
+        self.left = [self.rollout_vector_steps] * len(d.parts.workers)
+
+    def may_evaluate(self, d: PipelineDriver) -> bool:
+        return self._between_rollouts(d)
+
+    def may_checkpoint(self, d: PipelineDriver) -> bool:
+        return self._between_rollouts(d)
+
+    def done(self, d: PipelineDriver) -> bool:
+        return d.c.env_steps >= d.cfg.total_env_steps and self._between_rollouts(d)
+
+
+def make_schedule(driver: PipelineDriver) -> Schedule:
+    """The schedule of `driver.cfg.algo`."""
+    return OnPolicySchedule(driver) if driver.cfg.algo == "ppo" else OffPolicySchedule(driver)
