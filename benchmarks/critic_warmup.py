@@ -64,12 +64,21 @@ def analyse(directory: Path, early: int) -> dict:
         evals.sort(key=lambda r: r["env_steps"])
         curve = [r[metric] for r in evals]
         early_low = min(r[metric] for r in evals if 0 < r["env_steps"] <= early)
-        per_trial.append({
-            "head_only": head_only, "seed": seed, "curve": curve, "env_steps": [r["env_steps"] for r in evals],
-            "start": curve[0], "early_low": early_low, "early_drop": curve[0] - early_low,
-            "final": curve[-1], "final_greedy": evals[-1][greedy], "final_held_out": evals[-1][held_out],
-            "final_training": max(training[(head_only, seed)], key=lambda r: r["env_steps"])["train/success"],
-        })
+        per_trial.append(
+            {
+                "head_only": head_only,
+                "seed": seed,
+                "curve": curve,
+                "env_steps": [r["env_steps"] for r in evals],
+                "start": curve[0],
+                "early_low": early_low,
+                "early_drop": curve[0] - early_low,
+                "final": curve[-1],
+                "final_greedy": evals[-1][greedy],
+                "final_held_out": evals[-1][held_out],
+                "final_training": max(training[(head_only, seed)], key=lambda r: r["env_steps"])["train/success"],
+            }
+        )
     summary = {}
     for head_only in (True, False):
         runs = [t for t in per_trial if t["head_only"] is head_only]
@@ -77,26 +86,48 @@ def analyse(directory: Path, early: int) -> dict:
             key: statistics.mean(t[key] for t in runs)
             for key in ("start", "early_low", "early_drop", "final", "final_greedy", "final_held_out", "final_training")
         } | {"seeds": len(runs), "seeds_dropping_0.1_early": sum(t["early_drop"] >= 0.1 for t in runs)}
-    return {"experiment": str(directory), "metric": metric, "early_env_steps": early, "trials": per_trial, "mean": summary}
+    return {
+        "experiment": str(directory),
+        "metric": metric,
+        "early_env_steps": early,
+        "trials": per_trial,
+        "mean": summary,
+    }
 
 
 def main(args: Args) -> None:
     directory = args.results
     if directory is None:
         directory = args.storage / f"warmup-{args.form}"
-        subprocess.run([str(Path(sys.executable).parent / "sacglam"), "tune", "tune_configs/warmup.yaml",
-                        "--form", args.form, "--storage", str(args.storage)], check=True)
+        subprocess.run(
+            [
+                str(Path(sys.executable).parent / "sacglam"),
+                "tune",
+                "tune_configs/warmup.yaml",
+                "--form",
+                args.form,
+                "--storage",
+                str(args.storage),
+            ],
+            check=True,
+        )
     result = analyse(directory, args.early)
     form = json.loads((directory / "experiment.json").read_text())["form"]
     print(f"{result['metric']}: start -> lowest up to {args.early} env steps -> final (sampled; greedy; held-out)")
-    print(f"{'warm-up':<24} {'seed':>4} {'start':>6} {'early low':>9} {'final':>6} {'greedy':>6} {'held-out':>8} {'training':>8}")
+    print(
+        f"{'warm-up':<24} {'seed':>4} {'start':>6} {'early low':>9} {'final':>6} {'greedy':>6} {'held-out':>8} {'training':>8}"
+    )
     for t in result["trials"]:
-        print(f"{LABELS[t['head_only']]:<24} {t['seed']:>4} {t['start']:>6.2f} {t['early_low']:>9.2f} "
-              f"{t['final']:>6.2f} {t['final_greedy']:>6.2f} {t['final_held_out']:>8.2f} {t['final_training']:>8.2f}")
+        print(
+            f"{LABELS[t['head_only']]:<24} {t['seed']:>4} {t['start']:>6.2f} {t['early_low']:>9.2f} "
+            f"{t['final']:>6.2f} {t['final_greedy']:>6.2f} {t['final_held_out']:>8.2f} {t['final_training']:>8.2f}"
+        )
     for label, m in result["mean"].items():
-        print(f"{label:<24} mean {m['start']:>6.2f} {m['early_low']:>9.2f} {m['final']:>6.2f} {m['final_greedy']:>6.2f} "
-              f"{m['final_held_out']:>8.2f} {m['final_training']:>8.2f}   seeds dropping >= 0.1 early: "
-              f"{m['seeds_dropping_0.1_early']}/{m['seeds']}")
+        print(
+            f"{label:<24} mean {m['start']:>6.2f} {m['early_low']:>9.2f} {m['final']:>6.2f} {m['final_greedy']:>6.2f} "
+            f"{m['final_held_out']:>8.2f} {m['final_training']:>8.2f}   seeds dropping >= 0.1 early: "
+            f"{m['seeds_dropping_0.1_early']}/{m['seeds']}"
+        )
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{form}.json").write_text(json.dumps(result, indent=2))

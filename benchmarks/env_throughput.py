@@ -72,7 +72,9 @@ def main(args: Args) -> None:
                 else vector_env_rate(env_config, args.steps, args.num_envs, seed)
                 for seed in range(args.repeats)
             ]
-            rows.append({"variant": variant, "form": form, "env_steps_per_s": statistics.median(rates), "all_runs": rates})
+            rows.append(
+                {"variant": variant, "form": form, "env_steps_per_s": statistics.median(rates), "all_runs": rates}
+            )
     print(f"{'variant':<8} {'form':<12} {'env-steps/s (median of ' + str(args.repeats) + ')':>30}")
     for row in rows:
         print(f"{row['variant']:<8} {row['form']:<12} {row['env_steps_per_s']:>30,.0f}")

@@ -80,22 +80,30 @@ def main(args: Args) -> None:
         present = {r.get("variant") for r in rows}
         rows += [r for r in load_table(extra) if r.get("variant") not in present]
     summary = figure2_summary(rows, args.window, args.threshold)
-    summary |= {"benchmark": "figure2", "form": args.form, "experiment_dir": str(experiment_dir),
-                "wall_seconds": wall if args.results is None else None}
+    summary |= {
+        "benchmark": "figure2",
+        "form": args.form,
+        "experiment_dir": str(experiment_dir),
+        "wall_seconds": wall if args.results is None else None,
+    }
     (output / "figure2.json").write_text(json.dumps(summary, indent=2))
     plot_figure2(summary, output / "figure2.png", f"Figure 2 at CPU scale ({args.form})")
 
-    print(f"{'method':<9} {'success per seed':<20} {'mean':>5} {'to ' + str(args.threshold):>16} "
-          f"{'eval s/g':>10} {'held-out':>8} {'drawdown':>16} {'s/run':>12} {'ms/step':>8}")
+    print(
+        f"{'method':<9} {'success per seed':<20} {'mean':>5} {'to ' + str(args.threshold):>16} "
+        f"{'eval s/g':>10} {'held-out':>8} {'drawdown':>16} {'s/run':>12} {'ms/step':>8}"
+    )
     for name, m in summary["methods"].items():
         evaluation = m["evaluation"]
         sampled = evaluation.get("train/sampled/all", {}).get("mean", float("nan"))
         greedy = evaluation.get("train/greedy/all", {}).get("mean", float("nan"))
         held_out = evaluation.get("test/sampled/all", {}).get("mean", float("nan"))
         seconds = f"{min(m['training_seconds']):.0f}-{max(m['training_seconds']):.0f}"
-        print(f"{name:<9} {', '.join(f'{v:.2f}' for v in m['final_training_success']):<20} "
-              f"{m['final_training_success_mean']:>5.2f} {_fmt_steps(m['steps_to_threshold']):>16} "
-              f"{sampled:>4.2f}/{greedy:<4.2f} {held_out:>8.2f} {', '.join(f'{v:.2f}' for v in m['max_drawdown']):>16} {seconds:>12} {1000 * m['seconds_per_env_step_mean']:>8.2f}")
+        print(
+            f"{name:<9} {', '.join(f'{v:.2f}' for v in m['final_training_success']):<20} "
+            f"{m['final_training_success_mean']:>5.2f} {_fmt_steps(m['steps_to_threshold']):>16} "
+            f"{sampled:>4.2f}/{greedy:<4.2f} {held_out:>8.2f} {', '.join(f'{v:.2f}' for v in m['max_drawdown']):>16} {seconds:>12} {1000 * m['seconds_per_env_step_mean']:>8.2f}"
+        )
     for key, value in summary["checks"].items():
         print(f"{key}: {value}")
     if summary["wall_seconds"] is not None:

@@ -76,17 +76,39 @@ def main(args: Args) -> None:
             for batch in batches[3:]:
                 learner.update(batch)
             update_s = (time.perf_counter() - start) / args.updates
-            results.append({"batch_size": batch_size, "next_policy": next_policy, "seconds_per_update": update_s,
-                            "updates_per_s": 1 / update_s, "seconds_per_policy_forward": forward_s,
-                            "update_in_forwards": update_s / forward_s,
-                            "gradient_samples_per_s": batch_size / update_s})
-    print(f"{'batch':>6} {'next pi':>8} {'s/update':>9} {'updates/s':>10} {'samples/s':>10} {'s/forward':>10} {'update/forward':>15}")
+            results.append(
+                {
+                    "batch_size": batch_size,
+                    "next_policy": next_policy,
+                    "seconds_per_update": update_s,
+                    "updates_per_s": 1 / update_s,
+                    "seconds_per_policy_forward": forward_s,
+                    "update_in_forwards": update_s / forward_s,
+                    "gradient_samples_per_s": batch_size / update_s,
+                }
+            )
+    print(
+        f"{'batch':>6} {'next pi':>8} {'s/update':>9} {'updates/s':>10} {'samples/s':>10} {'s/forward':>10} {'update/forward':>15}"
+    )
     for r in results:
-        print(f"{r['batch_size']:>6} {r['next_policy']:>8} {r['seconds_per_update']:>9.3f} {r['updates_per_s']:>10.2f} "
-              f"{r['gradient_samples_per_s']:>10.0f} {r['seconds_per_policy_forward']:>10.3f} {r['update_in_forwards']:>15.1f}")
+        print(
+            f"{r['batch_size']:>6} {r['next_policy']:>8} {r['seconds_per_update']:>9.3f} {r['updates_per_s']:>10.2f} "
+            f"{r['gradient_samples_per_s']:>10.0f} {r['seconds_per_policy_forward']:>10.3f} {r['update_in_forwards']:>15.1f}"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"benchmark": "learner_speed", "config": args.config, "variant": args.variant,
-                                       "threads": args.threads, "model": cfg.agent.model, "results": results}, indent=2))
+    args.output.write_text(
+        json.dumps(
+            {
+                "benchmark": "learner_speed",
+                "config": args.config,
+                "variant": args.variant,
+                "threads": args.threads,
+                "model": cfg.agent.model,
+                "results": results,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.output}")
 
 

@@ -62,7 +62,9 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
     torch.set_num_threads(threads)
     cfg = load_yaml_config(TrainConfig, config_path)
     out = Path("runs/learning") / f"{Path(config_path).stem}-seed{seed}"
-    cfg = replace(cfg, seed=seed, output_dir=out, progress=False, total_env_steps=total_env_steps or cfg.total_env_steps)
+    cfg = replace(
+        cfg, seed=seed, output_dir=out, progress=False, total_env_steps=total_env_steps or cfg.total_env_steps
+    )
     shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a run refuses a directory with checkpoints)
     start = time.perf_counter()
     run_pipeline(cfg)
@@ -80,7 +82,13 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
         for r in records
         if f"eval/{goals}/sampled/all" in r
     ]
-    return {"config": config_path, "algo": cfg.algo, "seed": seed, "evals": evals, "wall_seconds": time.perf_counter() - start}
+    return {
+        "config": config_path,
+        "algo": cfg.algo,
+        "seed": seed,
+        "evals": evals,
+        "wall_seconds": time.perf_counter() - start,
+    }
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -151,16 +159,25 @@ def main(args: Args) -> None:
             print(f"done: {runs[-1]['config']} seed {runs[-1]['seed']} ({runs[-1]['wall_seconds']:.0f} s)", flush=True)
     summary = summarise(runs)
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = {"benchmark": "learning", "args": {k: str(v) for k, v in vars(args).items()},
-              "wall_seconds": time.perf_counter() - start, "summary": summary, "runs": runs}
+    report = {
+        "benchmark": "learning",
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "wall_seconds": time.perf_counter() - start,
+        "summary": summary,
+        "runs": runs,
+    }
     args.output.with_suffix(".json").write_text(json.dumps(report, indent=2))
     plot(summary, args.output.with_suffix(".png"))
-    print(f"\n{'method':<8} {'steps to 0.8 (per seed)':<26} {'final sampled':>14} {'final greedy':>13} {'test sampled':>13} {'train s':>8}")
+    print(
+        f"\n{'method':<8} {'steps to 0.8 (per seed)':<26} {'final sampled':>14} {'final greedy':>13} {'test sampled':>13} {'train s':>8}"
+    )
     for algo, s in summary.items():
         reach = ", ".join("-" if r is None else f"{r / 1000:.1f}k" for r in s["steps_to_0.8_per_seed"])
         f = s["final"]
-        print(f"{algo:<8} {reach:<26} {f['sampled'][0]:>8.2f}±{f['sampled'][1]:.2f} {f['greedy'][0]:>7.2f}±{f['greedy'][1]:.2f} "
-              f"{f['test_sampled'][0]:>7.2f}±{f['test_sampled'][1]:.2f} {s['train_seconds_final'][0]:>8.0f}")
+        print(
+            f"{algo:<8} {reach:<26} {f['sampled'][0]:>8.2f}±{f['sampled'][1]:.2f} {f['greedy'][0]:>7.2f}±{f['greedy'][1]:.2f} "
+            f"{f['test_sampled'][0]:>7.2f}±{f['test_sampled'][1]:.2f} {s['train_seconds_final'][0]:>8.0f}"
+        )
     print(f"total wall time {report['wall_seconds']:.0f} s; wrote {args.output.with_suffix('.json')} and .png")
 
 

@@ -82,9 +82,16 @@ def main(args: Args) -> None:
     for workers in args.workers:
         share = 1.0 / workers
         pipeline = PipelineConfig(
-            rollout_workers=workers, learners=1, max_steps_ahead=base.num_envs,
-            resources=ResourcesConfig(worker_cpus=share, inference_cpus=1.0, learner_cpus=1.0, replay_cpus=0.5,
-                                      learner_threads=args.learner_threads),
+            rollout_workers=workers,
+            learners=1,
+            max_steps_ahead=base.num_envs,
+            resources=ResourcesConfig(
+                worker_cpus=share,
+                inference_cpus=1.0,
+                learner_cpus=1.0,
+                replay_cpus=0.5,
+                learner_threads=args.learner_threads,
+            ),
         )
         results.append(run_variant(replace(base, runner="ray", pipeline=pipeline), f"ray, {workers} rollout worker(s)"))
     ray.shutdown()
@@ -97,14 +104,23 @@ def main(args: Args) -> None:
         sync_ms = f"{1000 * r['sync_seconds_median']:.1f}" if r["sync_seconds_median"] is not None else "-"
         sync_kb = f"{r['sync_bytes'] / 1024:.0f}" if r["sync_bytes"] else "-"
         batch = f"{r['inference_mean_batch_states']:.1f}" if r["inference_mean_batch_states"] else "-"
-        print(f"{r['variant']:<28} {r['env_steps_per_s']:>11.1f} {r['env_steps_per_s_vs_in_process']:>9.2f} "
-              f"{r['updates_per_s']:>9.2f} {r['policy_lag_max']:>7} {sync_ms:>8} {sync_kb:>8} {batch:>6}")
+        print(
+            f"{r['variant']:<28} {r['env_steps_per_s']:>11.1f} {r['env_steps_per_s_vs_in_process']:>9.2f} "
+            f"{r['updates_per_s']:>9.2f} {r['policy_lag_max']:>7} {sync_ms:>8} {sync_kb:>8} {batch:>6}"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({
-        "benchmark": "pipeline", "config": args.config, "total_env_steps": args.total_env_steps,
-        "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform()},
-        "results": results,
-    }, indent=2))
+    args.output.write_text(
+        json.dumps(
+            {
+                "benchmark": "pipeline",
+                "config": args.config,
+                "total_env_steps": args.total_env_steps,
+                "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+                "results": results,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {args.output}")
 
 

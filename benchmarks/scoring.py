@@ -78,7 +78,12 @@ def naive_log_pi(agent: GLAMAgent, observations, candidates) -> torch.Tensor:
     for b in range(len(observations)):
         prompts = agent.prompts(observations[b : b + 1], candidates[b : b + 1])
         scores.append(naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates[b : b + 1]))
-    merged = CandidateScores(*(torch.cat([getattr(s, f) for s in scores]) for f in ("log_likelihood", "candidate_features", "prompt_features")))
+    merged = CandidateScores(
+        *(
+            torch.cat([getattr(s, f) for s in scores])
+            for f in ("log_likelihood", "candidate_features", "prompt_features")
+        )
+    )
     return agent.outputs_from_scores(batch, merged, with_critic=False).log_pi
 
 
@@ -144,7 +149,11 @@ def main(args: Args) -> None:
     report = {
         "benchmark": "scoring",
         "args": {k: str(v) for k, v in vars(args).items()},
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads()},
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        },
         "matmul_gflop_per_s": peak,
         "rows": rows,
     }

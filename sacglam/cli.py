@@ -19,9 +19,10 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import tyro
 
@@ -81,7 +82,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         except OSError as error:
             raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
         if cfg.output.is_dir():
-            raise OutputPathError(f"{cfg.output} is a directory: --output takes a file name, e.g. {cfg.output / 'evaluation.json'}")
+            raise OutputPathError(
+                f"{cfg.output} is a directory: --output takes a file name, e.g. {cfg.output / 'evaluation.json'}"
+            )
     if any(name.startswith("llm-") for name in cfg.policies):
         from sacglam.models.loading import check_model
 
@@ -111,7 +114,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
                         "seconds": seconds,
                     }
                 )
-    print("Success rate per goal type (episodes in parentheses; 'all' weights the types by their share of the goal set)")
+    print(
+        "Success rate per goal type (episodes in parentheses; 'all' weights the types by their share of the goal set)"
+    )
     print(format_success_table(rows))
     if cfg.output is not None:
         try:
@@ -136,13 +141,16 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         resumable = (run_dir / "checkpoints" / "latest").exists()
         raise SystemExit(
             f"sacglam: interrupted; continue from the newest checkpoint with `sacglam train --resume {run_dir}`"
-            if resumable else "sacglam: interrupted before the first checkpoint; nothing to resume"
+            if resumable
+            else "sacglam: interrupted before the first checkpoint; nothing to resume"
         ) from None
     cfg = replace(cfg, output_dir=run_dir)
     from sacglam.report import before_and_after, write_report
 
     print(before_and_after(cfg.output_dir))
-    print(f"report: {write_report(cfg.output_dir)}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {cfg.output_dir}")
+    print(
+        f"report: {write_report(cfg.output_dir)}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {cfg.output_dir}"
+    )
     return final
 
 
@@ -209,8 +217,11 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     flags override them."""
     if not args or args[0] not in COMMANDS:
         return _one_line_errors(
-            "sacglam", tyro.extras.subcommand_cli_from_dict, {name: cls for name, (cls, _) in COMMANDS.items()},
-            prog="sacglam", args=args,
+            "sacglam",
+            tyro.extras.subcommand_cli_from_dict,
+            {name: cls for name, (cls, _) in COMMANDS.items()},
+            prog="sacglam",
+            args=args,
         )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
@@ -265,7 +276,9 @@ def resumed_config(args: list[str]) -> TrainConfig:
     try:
         data = json.loads(saved.read_text())
     except (OSError, json.JSONDecodeError) as error:
-        raise UsageError(f"cannot read {saved} ({error}): --resume takes a directory written by `sacglam train`") from error
+        raise UsageError(
+            f"cannot read {saved} ({error}): --resume takes a directory written by `sacglam train`"
+        ) from error
     data["resume"] = str(run_dir)
     return from_dict(TrainConfig, data, where=str(saved))
 

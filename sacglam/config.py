@@ -176,16 +176,28 @@ class SACConfig:
         checks = [
             (0.0 <= self.gamma <= 1.0, f"gamma must be in [0, 1], got {self.gamma}"),
             (self.n_step >= 1, f"n_step must be >= 1, got {self.n_step}"),
-            (self.batch_size >= 1 and self.update_every >= 1 and self.gradient_steps >= 1,
-             "batch_size, update_every and gradient_steps must be >= 1"),
+            (
+                self.batch_size >= 1 and self.update_every >= 1 and self.gradient_steps >= 1,
+                "batch_size, update_every and gradient_steps must be >= 1",
+            ),
             (self.alpha_init > 0, f"alpha_init must be > 0, got {self.alpha_init}"),
-            (0.0 <= self.alpha_min <= self.alpha_init,
-             f"alpha_min must be in [0, alpha_init={self.alpha_init}], got {self.alpha_min}"),
-            (self.target_entropy_ratio is None or 0.0 <= self.target_entropy_ratio <= 1.0,
-             f"target_entropy_ratio must be in [0, 1] (a fraction of log(#candidates)), got {self.target_entropy_ratio}"),
+            (
+                0.0 <= self.alpha_min <= self.alpha_init,
+                f"alpha_min must be in [0, alpha_init={self.alpha_init}], got {self.alpha_min}",
+            ),
+            (
+                self.target_entropy_ratio is None or 0.0 <= self.target_entropy_ratio <= 1.0,
+                f"target_entropy_ratio must be in [0, 1] (a fraction of log(#candidates)), got {self.target_entropy_ratio}",
+            ),
             (0.0 < self.tau <= 1.0, f"tau must be in (0, 1], got {self.tau}"),
-            (0.0 <= self.relabeled_fraction <= 1.0, f"relabeled_fraction must be in [0, 1], got {self.relabeled_fraction}"),
-            (self.sampling == "uniform" or self.her, f"sampling={self.sampling!r} needs her=True (it balances relabeled transitions)"),
+            (
+                0.0 <= self.relabeled_fraction <= 1.0,
+                f"relabeled_fraction must be in [0, 1], got {self.relabeled_fraction}",
+            ),
+            (
+                self.sampling == "uniform" or self.her,
+                f"sampling={self.sampling!r} needs her=True (it balances relabeled transitions)",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -347,8 +359,15 @@ class PipelineConfig:
     """Ray resources of each actor."""
 
     def __post_init__(self) -> None:
-        counts = [self.rollout_workers, self.inference_actors, self.learners, self.chunk_steps,
-                  self.inference_max_batch, self.weight_sync_every, self.keep_checkpoints]
+        counts = [
+            self.rollout_workers,
+            self.inference_actors,
+            self.learners,
+            self.chunk_steps,
+            self.inference_max_batch,
+            self.weight_sync_every,
+            self.keep_checkpoints,
+        ]
         if min(counts) < 1:
             raise ValueError(
                 "rollout_workers, inference_actors, learners, chunk_steps, inference_max_batch, "

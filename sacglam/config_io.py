@@ -92,4 +92,3 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return value
     name = getattr(tp, "__name__", str(tp))
     raise ConfigError(f"{where}: expected {name}, got {type(value).__name__} {value!r}")
-

@@ -15,9 +15,9 @@ report, and the demo writes `report.md` over both.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from sacglam.config import TrainConfig
 from sacglam.config_io import load_yaml_config
@@ -84,7 +84,9 @@ def run_demo(args: DemoArgs, train: Callable[[TrainConfig], object]) -> Path:
     seconds: dict[str, float] = {}
     try:
         for i, (name, cfg) in enumerate(phases, 1):
-            print(f"\n== phase {i}/{len(phases)}: {name} ({cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps)")
+            print(
+                f"\n== phase {i}/{len(phases)}: {name} ({cfg.algo} on {cfg.agent.model}, {cfg.total_env_steps} env steps)"
+            )
             start = time.perf_counter()
             train(cfg)
             seconds[name] = time.perf_counter() - start

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 from tqdm.auto import tqdm
 
@@ -30,8 +31,7 @@ def episode_specs(goal_set: str, episodes: int, seed: int) -> list[EpisodeSpec]:
     types = [t for t in GOAL_TYPES if t in by_type]
     rng = random.Random(f"episodes/{goal_set}/{seed}")
     return [
-        EpisodeSpec(goal=rng.choice(by_type[types[i % len(types)]]), seed=rng.randrange(2**31))
-        for i in range(episodes)
+        EpisodeSpec(goal=rng.choice(by_type[types[i % len(types)]]), seed=rng.randrange(2**31)) for i in range(episodes)
     ]
 
 
@@ -165,10 +165,14 @@ def run_evaluation(
 
 def evaluation_bar(parts: Sequence[EvaluationPart], show: bool) -> tqdm:
     """The per-episode bar shown while an evaluation runs (it disappears when done)."""
-    return tqdm(total=sum(len(p.specs) for p in parts), desc="evaluating", unit="episode", leave=False, disable=not show)
+    return tqdm(
+        total=sum(len(p.specs) for p in parts), desc="evaluating", unit="episode", leave=False, disable=not show
+    )
 
 
-def summarize_evaluation(parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]) -> dict[str, float]:
+def summarize_evaluation(
+    parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]
+) -> dict[str, float]:
     """`eval/<goal set>/<mode>/<goal type or all>` success rates from each part's results."""
     grouped: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
     for part, part_results in zip(parts, results, strict=True):
@@ -189,6 +193,8 @@ def format_success_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
     for label, table in rows.items():
         cells = []
         for c in columns:
-            cells.append(f"{table[c]['success']:>10.3f} ({int(table[c]['episodes']):>3})" if c in table else f"{'-':>17}")
+            cells.append(
+                f"{table[c]['success']:>10.3f} ({int(table[c]['episodes']):>3})" if c in table else f"{'-':>17}"
+            )
         lines.append(f"{label:<{width}}" + "".join(f"{cell:>17}" for cell in cells))
     return "\n".join(lines)

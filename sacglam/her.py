@@ -19,7 +19,7 @@ Relabels are returned in step order; they reference the episode's states, never 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -10,9 +10,18 @@ from pathlib import Path
 
 # The last training record's figures a report shows (those the run logged).
 TRAINING_FIGURES = [
-    "train/success", "learner/gradient_steps", "alpha", "loss/critic", "buffer/transitions",
-    "buffer/relabeled_fraction", "inference/policy_lag_max", "sync/bytes", "sync/seconds",
-    "time/train_seconds", "time/env_steps_per_s", "time/updates_per_s",
+    "train/success",
+    "learner/gradient_steps",
+    "alpha",
+    "loss/critic",
+    "buffer/transitions",
+    "buffer/relabeled_fraction",
+    "inference/policy_lag_max",
+    "sync/bytes",
+    "sync/seconds",
+    "time/train_seconds",
+    "time/env_steps_per_s",
+    "time/updates_per_s",
 ]
 
 
@@ -38,8 +47,10 @@ def run_title(run_dir: Path) -> str:
     config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
     if not config:
         return str(run_dir)
-    return (f"{config.get('algo')} on {config['agent']['model']}, {config.get('total_env_steps')} env steps, "
-            f"runner {config.get('runner', 'local')}")
+    return (
+        f"{config.get('algo')} on {config['agent']['model']}, {config.get('total_env_steps')} env steps, "
+        f"runner {config.get('runner', 'local')}"
+    )
 
 
 def before_and_after(run_dir: str | Path) -> str:
@@ -52,8 +63,10 @@ def before_and_after(run_dir: str | Path) -> str:
         last = last_training_record(records)
         figures = ", ".join(f"{k} {last[k]:.4g}" for k in TRAINING_FIGURES if isinstance(last.get(k), (int, float)))
         return f"{run_title(run_dir)}: no evaluation (eval_episodes 0); last training record: {figures}"
-    lines = [f"{run_title(run_dir)}: success before -> after training "
-             f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']})"]
+    lines = [
+        f"{run_title(run_dir)}: success before -> after training "
+        f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']})"
+    ]
     lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
     return "\n".join(lines)
 
@@ -65,12 +78,17 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
     lines = [run_title(run_dir), ""]
     if evals:
         lines += ["| success (all goal types) | before | after |", "| --- | --- | --- |"]
-        lines += [f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)]
+        lines += [
+            f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
+        ]
         lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
         keys = overall_keys(evals)
-        lines += ["Learning curve (success, all goal types):", "",
-                  "| env steps | " + " | ".join(k.removeprefix("eval/").removesuffix("/all") for k in keys) + " |",
-                  "| --- |" + " --- |" * len(keys)]
+        lines += [
+            "Learning curve (success, all goal types):",
+            "",
+            "| env steps | " + " | ".join(k.removeprefix("eval/").removesuffix("/all") for k in keys) + " |",
+            "| --- |" + " --- |" * len(keys),
+        ]
         lines += [f"| {r['env_steps']} | " + " | ".join(f"{r[k]:.3f}" for k in keys) + " |" for r in evals]
         lines += [""]
     else:
@@ -95,7 +113,9 @@ def plot_curves(run_dir: Path) -> Path:
     trains = [r for r in records if "train/success" in r]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for key in overall_keys(evals):
-        axes[0].plot([r["env_steps"] for r in evals], [r[key] for r in evals], marker="o", label=key.removeprefix("eval/"))
+        axes[0].plot(
+            [r["env_steps"] for r in evals], [r[key] for r in evals], marker="o", label=key.removeprefix("eval/")
+        )
     axes[0].set(xlabel="env steps", ylabel="success rate", title="evaluation", ylim=(0, 1))
     if evals:
         axes[0].legend(fontsize=7)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import torch
 
@@ -84,7 +85,9 @@ class Episode:
 
     def __post_init__(self) -> None:
         T = len(self.actions)
-        if not (len(self.states) == len(self.candidates) == T + 1 and len(self.rewards) == len(self.achieved_goals) == T):
+        if not (
+            len(self.states) == len(self.candidates) == T + 1 and len(self.rewards) == len(self.achieved_goals) == T
+        ):
             raise ValueError(
                 f"inconsistent episode: {len(self.states)} states, {len(self.candidates)} candidate lists, "
                 f"{T} actions, {len(self.rewards)} rewards, {len(self.achieved_goals)} partner lists "

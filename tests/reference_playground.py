@@ -146,7 +146,7 @@ class ReferenceEpisode:
         assert action in self.candidates(), (action, self.candidates())
         events: list[tuple[str, str]] = []
         if action.startswith("Go to "):
-            target = action[len("Go to "):]
+            target = action[len("Go to ") :]
             self.on = target
             if self.holding is not None and suits(self.holding, target):
                 events.append(("grow", target))

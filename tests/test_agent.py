@@ -83,7 +83,9 @@ def independent_per_candidate_q(agent, observations, candidates):
             else:
                 action_ids = tok(action, add_special_tokens=False)["input_ids"]
                 decoder_ids = torch.tensor([[model.config.decoder_start_token_id] + action_ids])
-                out = model(input_ids=torch.tensor([prompt_ids]), decoder_input_ids=decoder_ids, output_hidden_states=True)
+                out = model(
+                    input_ids=torch.tensor([prompt_ids]), decoder_input_ids=decoder_ids, output_hidden_states=True
+                )
                 feature = out.decoder_hidden_states[-1][0, -1]
             qs.append(min(float(net(feature)) for net in agent.critic.nets))
         per_state.append(qs)

@@ -6,28 +6,44 @@ import pytest
 from sacglam.cli import main
 
 BAD_INPUTS = {
-    "evaluate: unknown model": (["evaluate", "--agent.model", "no-such-model", "--policies", "llm-sampled"], "no-such-model"),
+    "evaluate: unknown model": (
+        ["evaluate", "--agent.model", "no-such-model", "--policies", "llm-sampled"],
+        "no-such-model",
+    ),
     "evaluate: unwritable output": (["evaluate", "--output", "/proc/no/such/file.json"], "--output"),
-    "train: unknown model": (["train", "--agent.model", "no-such-model", "--output-dir", "{tmp}/run"], "built-in model"),
+    "train: unknown model": (
+        ["train", "--agent.model", "no-such-model", "--output-dir", "{tmp}/run"],
+        "built-in model",
+    ),
     "train: missing config file": (["train", "--config", "{tmp}/nothing.yaml"], "does not exist"),
     "train: malformed config file": (["train", "--config", "{tmp}/bad.yaml"], "is not valid YAML at line 2"),
     "train: directory as config file": (["train", "--config", "{tmp}"], "cannot read config file"),
     "train: resume of a run with a broken config.json": (["train", "--resume", "{tmp}/broken"], "cannot read"),
-    "train ppo: unwritable run directory": (["train", "--config", "tune_configs/cpu_simple_ppo.yaml",
-                                             "--output-dir", "/proc/no/run"], "--output-dir"),
+    "train ppo: unwritable run directory": (
+        ["train", "--config", "tune_configs/cpu_simple_ppo.yaml", "--output-dir", "/proc/no/run"],
+        "--output-dir",
+    ),
     "evaluate: directory as output": (["evaluate", "--output", "{tmp}"], "is a directory"),
-    "train: experiment file as config": (["train", "--config", "tune_configs/warmup.yaml"], "unknown key 'description'"),
+    "train: experiment file as config": (
+        ["train", "--config", "tune_configs/warmup.yaml"],
+        "unknown key 'description'",
+    ),
     "train: --config without a file": (["train", "--config"], "--config needs a YAML file"),
     "train: resume of no run": (["train", "--resume", "{tmp}/none"], "--resume takes a directory"),
-    "train: unwritable run directory": (["train", "--agent.model", "tiny-causal", "--output-dir", "/proc/no/run"], "--output-dir"),
+    "train: unwritable run directory": (
+        ["train", "--agent.model", "tiny-causal", "--output-dir", "/proc/no/run"],
+        "--output-dir",
+    ),
     "tune: missing experiment": (["tune", "{tmp}/nothing.yaml"], "does not exist"),
     "tune: unknown form": (["tune", "tune_configs/warmup.yaml", "--form", "nope"], "no form 'nope'"),
     "tune: training config as experiment": (["tune", "tune_configs/cpu_simple_sac.yaml"], "forms"),
     "plot: not an experiment": (["plot", "{tmp}"], "sacglam tune"),
     # rejected by the flag parser (its multi-line box becomes one line)
     "train: value out of range": (["train", "--sac.gamma", "2"], "gamma must be in [0, 1], got 2.0"),
-    "train: settings that do not fit together": (["train", "--num-envs", "3", "--pipeline.rollout-workers", "2"],
-                                                 "split evenly over pipeline.rollout_workers=2"),
+    "train: settings that do not fit together": (
+        ["train", "--num-envs", "3", "--pipeline.rollout-workers", "2"],
+        "split evenly over pipeline.rollout_workers=2",
+    ),
     "train: unknown flag": (["train", "--nope", "3"], "Unrecognized options: --nope"),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),

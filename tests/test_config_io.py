@@ -11,7 +11,8 @@ from sacglam.config import TrainConfig
 from sacglam.config_io import ConfigError, load_yaml_config
 
 TUNE_CONFIGS = sorted(  # training configs; experiment files (a `forms:` key) are tested in test_tune.py
-    p for p in (Path(__file__).resolve().parents[1] / "tune_configs").glob("*.yaml")
+    p
+    for p in (Path(__file__).resolve().parents[1] / "tune_configs").glob("*.yaml")
     if "forms" not in (yaml.safe_load(p.read_text()) or {})
 )
 
@@ -24,7 +25,9 @@ def test_every_tune_config_loads_into_a_valid_train_config(path):
 
 def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("algo: sac\nsac: {her: false, gamma: 1, batch_size: 64}\nagent: {model: tiny-seq2seq}\noutput_dir: out\n")
+    path.write_text(
+        "algo: sac\nsac: {her: false, gamma: 1, batch_size: 64}\nagent: {model: tiny-seq2seq}\noutput_dir: out\n"
+    )
     cfg = load_yaml_config(TrainConfig, path)
     assert cfg.sac.gamma == 1.0 and isinstance(cfg.sac.gamma, float) and cfg.sac.batch_size == 64
     assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == Path("out")
@@ -33,7 +36,10 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("algo: sac-her\nsac: {batchsize: 64}\n", r"sac: unknown key 'batchsize' for SACConfig; did you mean 'batch_size'"),
+        (
+            "algo: sac-her\nsac: {batchsize: 64}\n",
+            r"sac: unknown key 'batchsize' for SACConfig; did you mean 'batch_size'",
+        ),
         ("algo: dqn\n", r"algo: 'dqn' is not one of 'sac', 'sac-her', 'ppo'"),
         ("sac: {gamma: high}\n", r"sac:gamma: expected float, got str 'high'"),
         ("sac: {batch_size: 12.5}\n", r"sac:batch_size: expected int"),

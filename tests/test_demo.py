@@ -23,8 +23,16 @@ def test_the_demo_phases_are_valid_configs_through_ray_and_the_first_learns_with
 
 def _phase(tmp_path, name, **changes):
     data = yaml.safe_load((ROOT / "tune_configs" / "demo_learning.yaml").read_text())
-    data |= {"runner": "local", "total_env_steps": 256, "eval_every": 128, "eval_episodes": 4, "num_envs": 8,
-             "warm_start_steps": 2, "progress": False, "pipeline": {"rollout_workers": 2}} | changes
+    data |= {
+        "runner": "local",
+        "total_env_steps": 256,
+        "eval_every": 128,
+        "eval_episodes": 4,
+        "num_envs": 8,
+        "warm_start_steps": 2,
+        "progress": False,
+        "pipeline": {"rollout_workers": 2},
+    } | changes
     data["sac"] |= {"batch_size": 16}
     path = tmp_path / f"demo_{name}.yaml"
     path.write_text(yaml.safe_dump(data))

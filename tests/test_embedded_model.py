@@ -29,7 +29,9 @@ def test_embedded_model_is_smollm2_135m_converted_to_a_cached_fp32_directory(smo
 def test_embedded_model_scores_a_real_prompt_and_shared_prefix_matches_naive(smollm):
     env = PlaygroundText(n_objects=3, goals="simple-train", max_steps=8)
     obs, info = env.reset(seed=0, options={"goal": "Grasp red cat", "scene": ["red cat", "blue water", "green door"]})
-    agent = GLAMAgent(AgentConfig(model="smollm2-135m", critic_width=64, prompt_template="candidates"), language_model=smollm)
+    agent = GLAMAgent(
+        AgentConfig(model="smollm2-135m", critic_width=64, prompt_template="candidates"), language_model=smollm
+    )
     batch = agent.encode([obs], [info["candidates"]])
     with torch.no_grad():
         out = agent(batch)

@@ -103,7 +103,9 @@ def test_invalid_but_listed_actions_are_no_ops():
 def test_grasp_event_reports_grasp_goals():
     env, _, _ = make()
     *_, info = run(env, ["Go to blue lion", "Grasp"])
-    assert {"Grasp blue lion", "Grasp any lion", "Grasp any blue thing", "Grasp blue living_thing"} <= set(info["achieved_goals"])
+    assert {"Grasp blue lion", "Grasp any lion", "Grasp any blue thing", "Grasp blue living_thing"} <= set(
+        info["achieved_goals"]
+    )
     assert "Grasp blue animal" not in info["achieved_goals"]  # test goal
 
 
@@ -204,7 +206,7 @@ def test_reset_rejects_bad_options_and_keeps_the_running_episode(options, messag
     obs, _ = env.reset(seed=3)
     with pytest.raises((ValueError, TypeError), match=message):
         env.reset(options=options)
-    assert env.state.steps == 0 and env.state.goal == obs.split("\n")[0][len("Goal: "):]
+    assert env.state.steps == 0 and env.state.goal == obs.split("\n")[0][len("Goal: ") :]
     env.step("Grasp")  # the episode that was running is intact
 
 

@@ -49,7 +49,10 @@ def test_episode_specs_are_stratified_by_goal_type_and_reproducible():
     results = [EpisodeResult(s.goal, goal_type(s.goal), s.seed, True, 1) for s in specs]
     table = success_by_goal_type(results, "train")
     assert {t: table[t]["episodes"] for t in table if t != OVERALL} == {
-        "grasp": 100, "grow": 100, "grow then grasp": 100, "grow then grow": 100
+        "grasp": 100,
+        "grow": 100,
+        "grow then grasp": 100,
+        "grow then grow": 100,
     }
 
 
@@ -109,7 +112,7 @@ def test_env_config_variants_and_held_out_sets():
     assert EnvConfig.variant("simple") == EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     assert EnvConfig.variant("full").held_out.goals == "test"
     with pytest.raises(ValueError, match="already a held-out set"):
-        EnvConfig.variant("full").held_out.held_out
+        _ = EnvConfig.variant("full").held_out.held_out
 
 
 def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy_policy():
@@ -122,8 +125,9 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     from sacglam.models.policy import LLMPolicy, evaluate_agent
 
     episodes = EVAL_PART_EPISODES + 5  # two parts per goal set and mode: a full one and a short one
-    cfg = TrainConfig(agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=8, eval_episodes=episodes,
-                      progress=False)
+    cfg = TrainConfig(
+        agent=AgentConfig(model="tiny-causal", critic_width=16), num_envs=8, eval_episodes=episodes, progress=False
+    )
     torch.manual_seed(0)
     agent = GLAMAgent(cfg.agent).eval()
     parts = training_evaluation(cfg)
@@ -131,7 +135,9 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     results = evaluate_agent(agent, cfg)
     for env_cfg in (cfg.env, cfg.env.held_out):
         specs = episode_specs(env_cfg.goals, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET)
-        table = success_by_goal_type(run_episodes(LLMPolicy(agent, greedy=True), env_cfg, specs, num_envs=7), env_cfg.goals)
+        table = success_by_goal_type(
+            run_episodes(LLMPolicy(agent, greedy=True), env_cfg, specs, num_envs=7), env_cfg.goals
+        )
         for goal_type_name, row in table.items():
             assert results[f"eval/{env_cfg.goals}/greedy/{goal_type_name}"] == row["success"]
         assert f"eval/{env_cfg.goals}/sampled/all" in results

@@ -40,7 +40,7 @@ def test_window_success_equals_a_direct_count(intervals, window_intervals):
     records = cumulative(intervals, every=100)
     curve = dict(window_success(records, window_intervals * 100))
     for i in range(len(intervals)):
-        inside = intervals[max(0, i + 1 - window_intervals): i + 1]
+        inside = intervals[max(0, i + 1 - window_intervals) : i + 1]
         episodes = sum(e for e, _ in inside)
         if episodes == 0:
             assert (i + 1) * 100 not in curve
@@ -62,19 +62,45 @@ def test_max_drawdown_is_the_largest_fall_below_an_earlier_peak():
 
 
 def rows_for(variant, seed, rates, seconds_per_step, every=1024, episodes_per_interval=40):
-    rows = [{"trial": f"{variant},seed={seed}", "variant": variant, "seed": seed, "env_steps": 0, "seconds": 0.0,
-             "eval/train/sampled/all": 0.0}]
+    rows = [
+        {
+            "trial": f"{variant},seed={seed}",
+            "variant": variant,
+            "seed": seed,
+            "env_steps": 0,
+            "seconds": 0.0,
+            "eval/train/sampled/all": 0.0,
+        }
+    ]
     episodes = successes = 0
     for i, rate in enumerate(rates, start=1):
         episodes += episodes_per_interval
         successes += round(rate * episodes_per_interval)
-        rows.append({"trial": f"{variant},seed={seed}", "variant": variant, "seed": seed, "env_steps": i * every,
-                     "seconds": i * every * seconds_per_step, "train/episodes": episodes, "train/successes": successes,
-                     "train/success": 0.5})
+        rows.append(
+            {
+                "trial": f"{variant},seed={seed}",
+                "variant": variant,
+                "seed": seed,
+                "env_steps": i * every,
+                "seconds": i * every * seconds_per_step,
+                "train/episodes": episodes,
+                "train/successes": successes,
+                "train/success": 0.5,
+            }
+        )
     last = len(rates) * every
-    rows.append({"trial": f"{variant},seed={seed}", "variant": variant, "seed": seed, "env_steps": last,
-                 "eval/train/sampled/all": rates[-1], "eval/train/greedy/all": rates[-1] / 2,
-                 "eval/test/sampled/all": 0.1, "eval/train/sampled/grasp": 1.0})
+    rows.append(
+        {
+            "trial": f"{variant},seed={seed}",
+            "variant": variant,
+            "seed": seed,
+            "env_steps": last,
+            "eval/train/sampled/all": rates[-1],
+            "eval/train/greedy/all": rates[-1] / 2,
+            "eval/test/sampled/all": 0.1,
+            "eval/train/sampled/grasp": 1.0,
+        }
+    )
     return rows
 
 
@@ -104,9 +130,15 @@ def test_summary_and_checks_on_a_synthetic_table(tmp_path):
 
 def test_the_half_steps_check_is_undetermined_when_ppo_never_gets_there_and_sac_is_late():
     def method(steps, finals, per_step=0.01, budget=25_600):
-        return {"steps_to_threshold": steps, "final_training_success": finals, "final_eval_sampled": finals,
-                "final_training_success_mean": sum(finals) / len(finals), "seconds_per_env_step_mean": per_step,
-                "curve": [{"env_steps": budget}]}
+        return {
+            "steps_to_threshold": steps,
+            "final_training_success": finals,
+            "final_eval_sampled": finals,
+            "final_training_success_mean": sum(finals) / len(finals),
+            "seconds_per_env_step_mean": per_step,
+            "curve": [{"env_steps": budget}],
+        }
+
     late = checks({"sac-her": method([15_000, 16_000], [0.3, 0.3]), "ppo": method([None, None], [0.1, 0.1])}, 0.2)
     assert late["met"]["sac_her_slowest_seed_reaches_threshold_in_half_the_fastest_ppo_seed_steps"] is None
     early = checks({"sac-her": method([10_000, 12_000], [0.3, 0.3]), "ppo": method([None, None], [0.1, 0.1])}, 0.2)
@@ -119,9 +151,15 @@ def test_the_half_steps_check_is_undetermined_when_ppo_never_gets_there_and_sac_
 
 def test_the_64k_goal_counts_seeds_at_half_success_on_long_runs_only():
     def method(finals, budget):
-        return {"steps_to_threshold": [10_000] * len(finals), "final_training_success": finals,
-                "final_eval_sampled": [f + 0.1 for f in finals], "final_training_success_mean": sum(finals) / len(finals),
-                "seconds_per_env_step_mean": 0.01, "curve": [{"env_steps": budget}]}
+        return {
+            "steps_to_threshold": [10_000] * len(finals),
+            "final_training_success": finals,
+            "final_eval_sampled": [f + 0.1 for f in finals],
+            "final_training_success_mean": sum(finals) / len(finals),
+            "seconds_per_env_step_mean": 0.01,
+            "curve": [{"env_steps": budget}],
+        }
+
     key = "sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k"
     two = checks({"sac-her": method([0.6, 0.5, 0.2], 64_512), "ppo": method([0.1] * 3, 64_512)}, 0.2)
     assert two["met"][key] is True and two["sac_her_seeds_at_least_0.5_training"] == 2

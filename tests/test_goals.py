@@ -68,7 +68,10 @@ def test_split_examples(goal, split):
 
 
 def test_sequential_goals_pair_a_grow_goal_with_a_goal_of_its_split_on_another_object():
-    for goal_set, singles in ((goals.TRAIN_GOALS, goals.SIMPLE_TRAIN_GOALS), (goals.TEST_GOALS, goals.SIMPLE_TEST_GOALS)):
+    for goal_set, singles in (
+        (goals.TRAIN_GOALS, goals.SIMPLE_TRAIN_GOALS),
+        (goals.TEST_GOALS, goals.SIMPLE_TEST_GOALS),
+    ):
         singles = set(singles)
         for goal in goal_set:
             if " then " not in goal:

@@ -32,15 +32,32 @@ def test_sampled_policy_follows_pi_and_is_reproducible():
     draws = [policy.act(obs, candidates)[0] for _ in range(3000)]
     frequencies = torch.tensor([draws.count(c) / len(draws) for c in candidates[0]])
     assert (frequencies - probs.detach()).abs().max() < 0.04
-    assert LLMPolicy(agent, seed=2).act(obs * 5, candidates * 5) == LLMPolicy(agent, seed=2).act(obs * 5, candidates * 5)
+    assert LLMPolicy(agent, seed=2).act(obs * 5, candidates * 5) == LLMPolicy(agent, seed=2).act(
+        obs * 5, candidates * 5
+    )
 
 
 def test_evaluate_command_runs_the_llm_policies(tmp_path):
     out = tmp_path / "eval.json"
-    main([
-        "evaluate", "--variants", "simple", "--episodes", "6", "--policies", "llm-sampled", "llm-greedy",
-        "--agent.model", "tiny-causal", "--agent.critic-width", "16", "--no-progress", "--output", str(out),
-    ])
+    main(
+        [
+            "evaluate",
+            "--variants",
+            "simple",
+            "--episodes",
+            "6",
+            "--policies",
+            "llm-sampled",
+            "llm-greedy",
+            "--agent.model",
+            "tiny-causal",
+            "--agent.critic-width",
+            "16",
+            "--no-progress",
+            "--output",
+            str(out),
+        ]
+    )
     report = json.loads(out.read_text())
     assert {r["policy"] for r in report["results"]} == {"llm-sampled", "llm-greedy"}
     assert report["config"]["agent"]["model"] == "tiny-causal"

@@ -190,9 +190,14 @@ def test_segments_cut_at_rollout_ends_join_into_the_episodes_an_uncut_worker_rec
         if key in open_parts:
             head = open_parts.pop(key)
             assert head.states[-1] == p.states[0]
-            p = replace(p, states=head.states + p.states[1:], candidates=head.candidates + p.candidates[1:],
-                        actions=head.actions + p.actions, rewards=head.rewards + p.rewards,
-                        achieved_goals=head.achieved_goals + p.achieved_goals)
+            p = replace(
+                p,
+                states=head.states + p.states[1:],
+                candidates=head.candidates + p.candidates[1:],
+                actions=head.actions + p.actions,
+                rewards=head.rewards + p.rewards,
+                achieved_goals=head.achieved_goals + p.achieved_goals,
+            )
         if p.cut:
             open_parts[key] = p
         else:
@@ -222,17 +227,31 @@ def test_a_checkpoint_is_visible_only_once_committed_and_old_ones_are_pruned(tmp
 
 def _cfg(tmp_path, name, **changes):
     base = TrainConfig(
-        algo="sac-her", agent=TINY, sac=SACConfig.with_her(batch_size=16, random_steps=64),
-        num_envs=8, total_env_steps=512, eval_every=256, eval_episodes=4, log_every=64,
-        warm_start_steps=2, output_dir=tmp_path / name, progress=False,
+        algo="sac-her",
+        agent=TINY,
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=512,
+        eval_every=256,
+        eval_episodes=4,
+        log_every=64,
+        warm_start_steps=2,
+        output_dir=tmp_path / name,
+        progress=False,
         pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=256),
     )
     return replace(base, **changes)
 
 
 def _ppo_cfg(tmp_path, name, **changes):
-    return _cfg(tmp_path, name, algo="ppo", agent=replace(TINY, critic="value"),
-                ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32, her=True), **changes)
+    return _cfg(
+        tmp_path,
+        name,
+        algo="ppo",
+        agent=replace(TINY, critic="value"),
+        ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32, her=True),
+        **changes,
+    )
 
 
 @pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg], ids=["sac-her", "ppo-her"])
@@ -288,8 +307,9 @@ def test_the_progress_bar_stops_at_the_budget_when_the_last_chunk_goes_past_it(t
     """Collection runs in whole chunks (here 8 steps of 4 envs per worker): a budget that is
     not a multiple of a chunk is overshot by the collection, never by the bar."""
     seen = []
-    cfg = _cfg(tmp_path, "run", total_env_steps=100, progress=True,
-               pipeline=PipelineConfig(rollout_workers=2, chunk_steps=8))
+    cfg = _cfg(
+        tmp_path, "run", total_env_steps=100, progress=True, pipeline=PipelineConfig(rollout_workers=2, chunk_steps=8)
+    )
     run_pipeline(cfg, on_chunk=lambda driver: seen.append((driver.c.env_steps, driver.bar.n, driver.bar.total)))
     assert seen[-1][0] > 100  # the collection went past the budget
     assert all(n <= total == 100 for _, n, total in seen) and seen[-1][1] == 100

@@ -37,7 +37,9 @@ def naive_gae(rewards, values, terminated, truncated, final_values, last_values,
 def test_gae_hand_computed_terminal_episode():
     rewards, values = torch.tensor([[0.0], [0.0], [1.0]]), torch.tensor([[0.5], [0.6], [0.7]])
     terminated = torch.tensor([[False], [False], [True]])
-    adv, ret = generalized_advantages(rewards, values, terminated, torch.zeros_like(terminated), torch.zeros(3, 1), torch.tensor([9.0]), 0.9, 0.95)
+    adv, ret = generalized_advantages(
+        rewards, values, terminated, torch.zeros_like(terminated), torch.zeros(3, 1), torch.tensor([9.0]), 0.9, 0.95
+    )
     d2 = 1.0 - 0.7  # terminal: no bootstrap (the 9.0 of the next episode is ignored)
     d1 = 0.9 * 0.7 - 0.6
     d0 = 0.9 * 0.6 - 0.5
@@ -50,12 +52,25 @@ def test_gae_hand_computed_terminal_episode():
 def test_gae_matches_a_naive_per_episode_computation(seed):
     g = torch.Generator().manual_seed(seed)
     T, N = 7, 3
-    rewards, values, final_values = torch.rand(T, N, generator=g), torch.rand(T, N, generator=g), torch.rand(T, N, generator=g)
+    rewards, values, final_values = (
+        torch.rand(T, N, generator=g),
+        torch.rand(T, N, generator=g),
+        torch.rand(T, N, generator=g),
+    )
     ends = torch.rand(T, N, generator=g)
     terminated, truncated = ends < 0.2, (ends >= 0.2) & (ends < 0.35)
     last = torch.rand(N, generator=g)
     adv, _ = generalized_advantages(rewards, values, terminated, truncated, final_values, last, 0.9, 0.8)
-    expected = naive_gae(rewards.tolist(), values.tolist(), terminated.tolist(), truncated.tolist(), final_values.tolist(), last.tolist(), 0.9, 0.8)
+    expected = naive_gae(
+        rewards.tolist(),
+        values.tolist(),
+        terminated.tolist(),
+        truncated.tolist(),
+        final_values.tolist(),
+        last.tolist(),
+        0.9,
+        0.8,
+    )
     assert adv.tolist() == [pytest.approx(row) for row in expected]
 
 
@@ -63,8 +78,19 @@ def test_ppo_policy_loss_clips_the_ratio():
     log_pi = torch.log(torch.tensor([[0.9, 0.1]])).requires_grad_(True)
     mask = torch.ones(1, 2, dtype=torch.bool)
     old = torch.log(torch.tensor([0.5]))  # ratio 1.8 > 1.2 on action 0
-    losses = ppo_losses(log_pi, mask, torch.tensor([0]), old, torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([0.0]),
-                        clip=0.2, vf_coef=0.5, ent_coef=0.0, normalize_advantages=False)
+    losses = ppo_losses(
+        log_pi,
+        mask,
+        torch.tensor([0]),
+        old,
+        torch.tensor([1.0]),
+        torch.tensor([0.0]),
+        torch.tensor([0.0]),
+        clip=0.2,
+        vf_coef=0.5,
+        ent_coef=0.0,
+        normalize_advantages=False,
+    )
     assert losses.policy.item() == pytest.approx(-1.2)
     losses.policy.backward()
     assert (log_pi.grad == 0).all()  # clipped: no incentive to push further
@@ -75,8 +101,19 @@ def test_ppo_losses_at_ratio_one_hand_computed():
     probs = torch.tensor([[0.25, 0.75, 0.0]])
     mask = torch.tensor([[True, True, False]])
     log_pi = torch.log(probs).masked_fill(~mask, float("-inf"))
-    losses = ppo_losses(log_pi, mask, torch.tensor([1]), torch.log(torch.tensor([0.75])), torch.tensor([2.0]),
-                        torch.tensor([1.0]), torch.tensor([0.5]), clip=0.2, vf_coef=0.5, ent_coef=0.01, normalize_advantages=False)
+    losses = ppo_losses(
+        log_pi,
+        mask,
+        torch.tensor([1]),
+        torch.log(torch.tensor([0.75])),
+        torch.tensor([2.0]),
+        torch.tensor([1.0]),
+        torch.tensor([0.5]),
+        clip=0.2,
+        vf_coef=0.5,
+        ent_coef=0.01,
+        normalize_advantages=False,
+    )
     h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     assert losses.policy.item() == pytest.approx(-2.0)
     assert losses.value.item() == pytest.approx(0.5 * 0.25)
@@ -88,9 +125,16 @@ def test_ppo_runs_through_the_pipeline_and_writes_metrics(tmp_path):
     from sacglam.pipeline.run import run_pipeline
 
     cfg = TrainConfig(
-        algo="ppo", agent=AgentConfig(model="tiny-causal", lora_r=0, critic="value", critic_width=32),
-        ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32), num_envs=8, total_env_steps=128,
-        eval_every=128, eval_episodes=4, warm_start_steps=2, output_dir=tmp_path / "ppo", progress=False,
+        algo="ppo",
+        agent=AgentConfig(model="tiny-causal", lora_r=0, critic="value", critic_width=32),
+        ppo=PPOConfig(rollout_steps=64, epochs=2, minibatch_size=32),
+        num_envs=8,
+        total_env_steps=128,
+        eval_every=128,
+        eval_episodes=4,
+        warm_start_steps=2,
+        output_dir=tmp_path / "ppo",
+        progress=False,
         pipeline=PipelineConfig(rollout_workers=2),
     )
     final = run_pipeline(cfg)

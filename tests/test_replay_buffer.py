@@ -39,8 +39,13 @@ def transitions_by_step(buffer, n_step, draws=400):
     seen = {}
     for i, obs in enumerate(batch.observations):
         t = int(split_goal(obs)[1].split()[-1])
-        seen[t] = (batch.reward[i].item(), batch.discount[i].item(), batch.terminal[i].item(),
-                   int(split_goal(batch.next_observations[i])[1].split()[-1]), batch.actions[i].item())
+        seen[t] = (
+            batch.reward[i].item(),
+            batch.discount[i].item(),
+            batch.terminal[i].item(),
+            int(split_goal(batch.next_observations[i])[1].split()[-1]),
+            batch.actions[i].item(),
+        )
     return seen
 
 
@@ -69,8 +74,11 @@ def test_relabeled_transitions_end_with_reward_and_termination_at_the_reported_s
     buffer = ReplayBuffer(gamma=GAMMA)
     assert buffer.add(episode)[0].length == 2
     batch = buffer.sample(300, n_step=3, mode="ratio")
-    relabeled = {split_goal(o)[1]: (r.item(), d.item(), term.item())
-                 for o, r, d, term, rel in zip(batch.observations, batch.reward, batch.discount, batch.terminal, batch.relabeled) if rel}
+    relabeled = {
+        split_goal(o)[1]: (r.item(), d.item(), term.item())
+        for o, r, d, term, rel in zip(batch.observations, batch.reward, batch.discount, batch.terminal, batch.relabeled)
+        if rel
+    }
     assert set(relabeled) == {"state 0", "state 1"}
     assert relabeled["state 0"] == pytest.approx((GAMMA, GAMMA**2, True))
     assert relabeled["state 1"] == pytest.approx((1.0, GAMMA, True))
@@ -115,7 +123,9 @@ def test_relabeled_reward_matches_environment():
 
 
 def test_her_skips_the_episodes_own_goal_and_caps_with_a_seeded_choice():
-    episode = handmade([0.0, 1.0], terminated=True, achieved=[("Grasp any cat", "Grasp any red thing"), ("Grasp red cat",)])
+    episode = handmade(
+        [0.0, 1.0], terminated=True, achieved=[("Grasp any cat", "Grasp any red thing"), ("Grasp red cat",)]
+    )
     assert [r.goal for r in hindsight_relabels(episode)] == ["Grasp any cat", "Grasp any red thing"]
     capped = hindsight_relabels(episode, max_goals=1, rng=np.random.default_rng(0))
     assert len(capped) == 1 and capped == hindsight_relabels(episode, max_goals=1, rng=np.random.default_rng(0))
@@ -168,11 +178,17 @@ def test_save_then_load_gives_identical_samples(tmp_path):
     buffer.sample(32)
     buffer.save(tmp_path / "replay")
     loaded = ReplayBuffer.load(tmp_path / "replay")
-    assert (len(loaded), loaded.episodes, loaded.added_relabels) == (len(buffer), buffer.episodes, buffer.added_relabels)
+    assert (len(loaded), loaded.episodes, loaded.added_relabels) == (
+        len(buffer),
+        buffer.episodes,
+        buffer.added_relabels,
+    )
     for mode in ("uniform", "ratio", "prior"):
         a, b = buffer.sample(64, mode=mode), loaded.sample(64, mode=mode)
         assert a.observations == b.observations and a.next_candidates == b.next_candidates and a.goals == b.goals
-        assert all((getattr(a, f) == getattr(b, f)).all() for f in ("actions", "reward", "discount", "terminal", "relabeled"))
+        assert all(
+            (getattr(a, f) == getattr(b, f)).all() for f in ("actions", "reward", "discount", "terminal", "relabeled")
+        )
     buffer.save(tmp_path / "replay")  # overwriting a snapshot works too
     assert len(ReplayBuffer.load(tmp_path / "replay")) == len(buffer)
 
@@ -188,8 +204,17 @@ def test_sampling_an_empty_buffer_or_a_bad_mode_fails_clearly():
 
 def test_inconsistent_episodes_are_rejected():
     with pytest.raises(ValueError, match="inconsistent episode"):
-        Episode(goal="Grasp red cat", scene=(), states=("a",), candidates=(("Grasp",),), actions=(0,), rewards=(0.0,),
-                terminated=False, truncated=True, achieved_goals=((),))
+        Episode(
+            goal="Grasp red cat",
+            scene=(),
+            states=("a",),
+            candidates=(("Grasp",),),
+            actions=(0,),
+            rewards=(0.0,),
+            terminated=False,
+            truncated=True,
+            achieved_goals=((),),
+        )
 
 
 def test_capacity_counts_environment_transitions_and_relabels_go_with_their_episode():

@@ -35,12 +35,12 @@ def learner(**sac):
     return SACLearner(agent, SACConfig(gamma=0.9, batch_size=16, **sac))
 
 
-def snapshot(l: SACLearner):
+def snapshot(sac: SACLearner):
     return {
-        "agent": {k: v.clone() for k, v in l.agent.trainable_state_dict().items()},
-        "target": {k: v.clone() for k, v in l.target.items()},
-        "log_alpha": l.log_alpha.detach().clone(),
-        "optimizer": copy.deepcopy(l.optimizer.state_dict()),
+        "agent": {k: v.clone() for k, v in sac.agent.trainable_state_dict().items()},
+        "target": {k: v.clone() for k, v in sac.target.items()},
+        "log_alpha": sac.log_alpha.detach().clone(),
+        "optimizer": copy.deepcopy(sac.optimizer.state_dict()),
     }
 
 
@@ -49,87 +49,89 @@ def changed(a, b):
 
 
 def test_update_moves_lora_head_alpha_and_the_target_by_tau(buffer):
-    l = learner(tau=0.5)
-    before = snapshot(l)
-    metrics = l.update(buffer.sample(16, n_step=3, mode="ratio"))
-    after = snapshot(l)
+    sac = learner(tau=0.5)
+    before = snapshot(sac)
+    metrics = sac.update(buffer.sample(16, n_step=3, mode="ratio"))
+    after = snapshot(sac)
     moved = changed(before["agent"], after["agent"])
     assert any("lora_" in k for k in moved) and any(k.startswith("critic.") for k in moved)
     assert not torch.equal(before["log_alpha"], after["log_alpha"])
     for name in moved:  # target <- 0.5 target + 0.5 online, from equal starting points
         torch.testing.assert_close(after["target"][name], 0.5 * before["target"][name] + 0.5 * after["agent"][name])
-    assert l.updates == 1 and metrics["batch/relabeled_fraction"] == 0.5
+    assert sac.updates == 1 and metrics["batch/relabeled_fraction"] == 0.5
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
 
 
 def test_critic_warmup_trains_the_critic_only(buffer):
-    l = learner(critic_warmup_updates=2, agent={"critic_detach": True})
-    start = snapshot(l)
+    sac = learner(critic_warmup_updates=2, agent={"critic_detach": True})
+    start = snapshot(sac)
     for _ in range(2):
-        assert l.update(buffer.sample(16))["warmup"] == 1.0
-    warm = snapshot(l)
+        assert sac.update(buffer.sample(16))["warmup"] == 1.0
+    warm = snapshot(sac)
     moved = changed(start["agent"], warm["agent"])
     assert moved and all(k.startswith("critic.") for k in moved)  # no policy (LoRA) update
     assert torch.equal(start["log_alpha"], warm["log_alpha"])
-    assert l.update(buffer.sample(16))["warmup"] == 0.0
-    assert any("lora_" in k for k in changed(warm["agent"], snapshot(l)["agent"]))
+    assert sac.update(buffer.sample(16))["warmup"] == 0.0
+    assert any("lora_" in k for k in changed(warm["agent"], snapshot(sac)["agent"]))
 
 
-def policy_outputs(l: SACLearner, batch):
+def policy_outputs(sac: SACLearner, batch):
     with torch.no_grad():
-        out = l.agent(l.agent.encode(batch.observations, batch.candidates), with_critic=False)
+        out = sac.agent(sac.agent.encode(batch.observations, batch.candidates), with_critic=False)
     return out.log_pi, out.action_log_likelihood
 
 
 @pytest.mark.parametrize("model, lora_r", [("tiny-causal", 16), ("tiny-causal", 0), ("tiny-seq2seq", 16)])
 def test_warmup_leaves_pi_bit_identical_even_when_the_critic_trains_the_shared_weights(buffer, model, lora_r):
-    l = learner(critic_warmup_updates=3, warmup_head_only=True, agent={"model": model, "lora_r": lora_r, "critic_detach": False})
+    sac = learner(
+        critic_warmup_updates=3, warmup_head_only=True, agent={"model": model, "lora_r": lora_r, "critic_detach": False}
+    )
     probe = buffer.sample(32, n_step=3)
-    log_pi, likelihood = policy_outputs(l, probe)
-    start = snapshot(l)
+    log_pi, likelihood = policy_outputs(sac, probe)
+    start = snapshot(sac)
     for _ in range(3):
-        l.update(buffer.sample(16, n_step=3))
-    log_pi_after, likelihood_after = policy_outputs(l, probe)
+        sac.update(buffer.sample(16, n_step=3))
+    log_pi_after, likelihood_after = policy_outputs(sac, probe)
     assert torch.equal(log_pi, log_pi_after) and torch.equal(likelihood, likelihood_after)
-    warm = snapshot(l)
+    warm = snapshot(sac)
     moved = changed(start["agent"], warm["agent"])
     assert moved and all(k.startswith("critic.") for k in moved)
     assert not changed(start["target"], warm["target"]) - set(moved)  # the target's LLM weights stay too
-    llm = [p for n, p in l.agent.named_parameters() if p.requires_grad and not n.startswith("critic.")]
-    assert llm and all(p not in l.optimizer.state for p in llm)  # Adam never stepped them (no moments)
-    l.update(buffer.sample(16, n_step=3))  # the warm-up is over: the policy moves
-    assert not torch.equal(log_pi, policy_outputs(l, probe)[0])
+    llm = [p for n, p in sac.agent.named_parameters() if p.requires_grad and not n.startswith("critic.")]
+    assert llm and all(p not in sac.optimizer.state for p in llm)  # Adam never stepped them (no moments)
+    sac.update(buffer.sample(16, n_step=3))  # the warm-up is over: the policy moves
+    assert not torch.equal(log_pi, policy_outputs(sac, probe)[0])
 
 
 def test_a_shared_weights_warmup_moves_pi_when_asked_for(buffer):
-    l = learner(critic_warmup_updates=3, agent={"critic_detach": False})  # the default: warmup_head_only=False
+    sac = learner(critic_warmup_updates=3, agent={"critic_detach": False})  # the default: warmup_head_only=False
     probe = buffer.sample(32, n_step=3)
-    log_pi, _ = policy_outputs(l, probe)
+    log_pi, _ = policy_outputs(sac, probe)
     for _ in range(3):
-        l.update(buffer.sample(16, n_step=3))
-    assert not torch.equal(log_pi, policy_outputs(l, probe)[0])
+        sac.update(buffer.sample(16, n_step=3))
+    assert not torch.equal(log_pi, policy_outputs(sac, probe)[0])
 
 
 def test_a_non_finite_loss_raises_and_leaves_everything_untouched(buffer):
-    l = learner()
-    l.update(buffer.sample(16))
-    before = snapshot(l)
+    sac = learner()
+    sac.update(buffer.sample(16))
+    before = snapshot(sac)
     batch = buffer.sample(16)
     batch.reward[0] = float("nan")
     with pytest.raises(NonFiniteLossError, match="critic"):
-        l.update(batch)
-    after = snapshot(l)
+        sac.update(batch)
+    after = snapshot(sac)
     assert not changed(before["agent"], after["agent"]) and not changed(before["target"], after["target"])
-    assert torch.equal(before["log_alpha"], after["log_alpha"]) and l.updates == 1
-    assert all(p.grad is None for p in l.agent.parameters())
+    assert torch.equal(before["log_alpha"], after["log_alpha"]) and sac.updates == 1
+    assert all(p.grad is None for p in sac.agent.parameters())
 
 
 def test_repeated_updates_on_one_batch_fit_its_td_targets(buffer):
-    l = learner(tau=1.0)
+    sac = learner(tau=1.0)
     batch = buffer.sample(16, n_step=3)
-    first = l.update(batch)["loss/critic"]
+    first = sac.update(batch)["loss/critic"]
     for _ in range(40):
-        last = l.update(batch)["loss/critic"]
+        last = sac.update(batch)["loss/critic"]
     assert last < 0.5 * first
 
 
@@ -150,10 +152,10 @@ def test_sac_needs_a_critic():
 
 
 def test_twin_critic_update_trains_both_heads(buffer):
-    l = learner(agent={"n_critics": 2})
-    before = snapshot(l)
-    metrics = l.update(buffer.sample(16))
-    moved = changed(before["agent"], snapshot(l)["agent"])
+    sac = learner(agent={"n_critics": 2})
+    before = snapshot(sac)
+    metrics = sac.update(buffer.sample(16))
+    moved = changed(before["agent"], snapshot(sac)["agent"])
     assert any(k.startswith("critic.nets.0.") for k in moved) and any(k.startswith("critic.nets.1.") for k in moved)
     assert metrics["loss/critic"] > 0
 
@@ -165,17 +167,17 @@ def test_target_next_policy_saves_a_forward_and_equals_online_while_the_weights_
     batch = buffer.sample(16, n_step=3, mode="ratio")
     metrics, forwards, learners = {}, {}, {}
     for mode in ("online", "target"):
-        l = learners[mode] = learner(next_policy=mode)
+        sac = learners[mode] = learner(next_policy=mode)
         calls = []
-        l.agent.register_forward_hook(lambda *_: calls.append(1))
-        metrics[mode] = l.update(batch)
+        sac.agent.register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        metrics[mode] = sac.update(batch)
         forwards[mode] = len(calls)
     assert forwards == {"online": 3, "target": 2}
     for key in ("q/target", "loss/critic", "loss/policy", "entropy"):
         assert metrics["target"][key] == pytest.approx(metrics["online"][key], rel=1e-5), key
-    for l in learners.values():  # the online weights moved, the targets only by tau: they now differ
-        l.update(batch)
-    second = {mode: l.update(batch)["q/target"] for mode, l in learners.items()}
+    for sac in learners.values():  # the online weights moved, the targets only by tau: they now differ
+        sac.update(batch)
+    second = {mode: sac.update(batch)["q/target"] for mode, sac in learners.items()}
     assert second["target"] != pytest.approx(second["online"], rel=1e-6)
 
 
@@ -184,10 +186,10 @@ def test_alpha_never_falls_below_its_floor(buffer):
     target), alpha stops at `alpha_min`; without the floor it goes below."""
     floors = {}
     for alpha_min in (0.0, 0.04):
-        l = learner(alpha_init=0.05, alpha_lr=0.5, alpha_min=alpha_min, target_entropy=0.0)
+        sac = learner(alpha_init=0.05, alpha_lr=0.5, alpha_min=alpha_min, target_entropy=0.0)
         for _ in range(4):
-            l.update(buffer.sample(16, n_step=3, mode="ratio"))
-        floors[alpha_min] = l.alpha
+            sac.update(buffer.sample(16, n_step=3, mode="ratio"))
+        floors[alpha_min] = sac.alpha
     assert floors[0.04] == pytest.approx(0.04, rel=1e-5)
     assert floors[0.0] < 0.04
 

@@ -45,7 +45,9 @@ def test_per_state_entropy_targets_scale_with_the_candidate_count():
     log_pi = torch.log(torch.tensor([[0.5, 0.5, 1.0, 1.0], [0.25] * 4, [1.0, 1.0, 1.0, 1.0]]))
     log_alpha = torch.tensor(0.3)
     h = entropy(log_pi, mask)  # log 2, log 4, 0: each state's entropy is twice its target
-    assert alpha_loss(log_alpha, log_pi, mask, targets).item() == pytest.approx(0.3 * (h - targets).mean().item(), abs=1e-6)
+    assert alpha_loss(log_alpha, log_pi, mask, targets).item() == pytest.approx(
+        0.3 * (h - targets).mean().item(), abs=1e-6
+    )
     assert alpha_loss(log_alpha, log_pi, mask, targets).item() > 0  # entropy above target: alpha goes down
 
 
@@ -53,7 +55,9 @@ def test_termination_cuts_the_bootstrap_and_truncation_does_not():
     log_pi = torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))
     q = torch.tensor([[3.0, 3.0], [3.0, 3.0]])
     mask = torch.ones(2, 2, dtype=torch.bool)
-    y = n_step_target(torch.tensor([1.0, 0.0]), torch.tensor([0.9, 0.9]), torch.tensor([True, False]), log_pi, q, mask, 0.0)
+    y = n_step_target(
+        torch.tensor([1.0, 0.0]), torch.tensor([0.9, 0.9]), torch.tensor([True, False]), log_pi, q, mask, 0.0
+    )
     assert y.tolist() == pytest.approx([1.0, 0.9 * 3.0])
 
 
@@ -66,7 +70,9 @@ def test_padding_slots_never_contribute_even_when_inf_or_nan():
     assert soft_state_value(padded_log_pi, padded_q, padded_mask, 0.3).item() == pytest.approx(
         soft_state_value(log_pi, q, mask, 0.3).item()
     )
-    assert policy_loss(padded_log_pi, padded_q, padded_mask, 0.3).item() == pytest.approx(policy_loss(log_pi, q, mask, 0.3).item())
+    assert policy_loss(padded_log_pi, padded_q, padded_mask, 0.3).item() == pytest.approx(
+        policy_loss(log_pi, q, mask, 0.3).item()
+    )
     assert entropy(padded_log_pi, padded_mask).item() == pytest.approx(entropy(log_pi, mask).item())
 
 
@@ -90,10 +96,18 @@ def batch_losses(model, target_model, log_alpha, x, next_x, mask):
         _, next_q = target_model(next_x)
     actions = torch.tensor([0, 1, 2, 1])
     return sac_losses(
-        log_pi=log_pi, q_taken=q.gather(1, actions[:, None]).squeeze(1), q_all=q, mask=mask,
-        reward=torch.tensor([0.0, 1.0, 0.0, 0.5]), discount=torch.full((4,), 0.9),
-        terminal=torch.tensor([False, True, False, False]), next_log_pi=next_log_pi, next_q_target=next_q,
-        next_mask=mask, log_alpha=log_alpha, target_entropy=0.01,
+        log_pi=log_pi,
+        q_taken=q.gather(1, actions[:, None]).squeeze(1),
+        q_all=q,
+        mask=mask,
+        reward=torch.tensor([0.0, 1.0, 0.0, 0.5]),
+        discount=torch.full((4,), 0.9),
+        terminal=torch.tensor([False, True, False, False]),
+        next_log_pi=next_log_pi,
+        next_q_target=next_q,
+        next_mask=mask,
+        log_alpha=log_alpha,
+        target_entropy=0.01,
     )
 
 
@@ -110,7 +124,9 @@ def setup():
 
 
 def gradient_map(loss, model, target, log_alpha):
-    named = {f"model.{n}": p for n, p in model.named_parameters()} | {f"target.{n}": p for n, p in target.named_parameters()}
+    named = {f"model.{n}": p for n, p in model.named_parameters()} | {
+        f"target.{n}": p for n, p in target.named_parameters()
+    }
     named["log_alpha"] = log_alpha
     for p in named.values():
         p.grad = None
@@ -146,11 +162,18 @@ def test_target_critic_gets_no_gradient(setup):
 def test_losses_do_not_mutate_their_inputs():
     torch.manual_seed(1)
     inputs = dict(
-        log_pi=torch.randn(3, 4).log_softmax(-1), q_taken=torch.randn(2, 3), q_all=torch.randn(3, 4),
+        log_pi=torch.randn(3, 4).log_softmax(-1),
+        q_taken=torch.randn(2, 3),
+        q_all=torch.randn(3, 4),
         mask=torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]], dtype=torch.bool),
-        reward=torch.randn(3), discount=torch.rand(3), terminal=torch.tensor([False, True, False]),
-        next_log_pi=torch.randn(3, 2).log_softmax(-1), next_q_target=torch.randn(3, 2),
-        next_mask=torch.ones(3, 2, dtype=torch.bool), log_alpha=torch.tensor(-3.0), target_entropy=0.0,
+        reward=torch.randn(3),
+        discount=torch.rand(3),
+        terminal=torch.tensor([False, True, False]),
+        next_log_pi=torch.randn(3, 2).log_softmax(-1),
+        next_q_target=torch.randn(3, 2),
+        next_mask=torch.ones(3, 2, dtype=torch.bool),
+        log_alpha=torch.tensor(-3.0),
+        target_entropy=0.0,
     )
     before = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     sac_losses(**inputs)
@@ -158,14 +181,18 @@ def test_losses_do_not_mutate_their_inputs():
         assert torch.equal(v, before[k]) if isinstance(v, torch.Tensor) else v == before[k], k
 
 
-def reference_losses(log_pi, q_taken, q_all, mask, reward, discount, terminal, next_log_pi, next_q, next_mask, log_alpha, target_entropy):
+def reference_losses(
+    log_pi, q_taken, q_all, mask, reward, discount, terminal, next_log_pi, next_q, next_mask, log_alpha, target_entropy
+):
     """Discrete SAC written out per state with Python floats (float64), from Christodoulou (2019)."""
     alpha = math.exp(log_alpha)
     B = len(reward)
     critic = policy = alpha_l = 0.0
     for b in range(B):
         v_next = sum(
-            math.exp(next_log_pi[b][a]) * (next_q[b][a] - alpha * next_log_pi[b][a]) for a in range(len(next_mask[b])) if next_mask[b][a]
+            math.exp(next_log_pi[b][a]) * (next_q[b][a] - alpha * next_log_pi[b][a])
+            for a in range(len(next_mask[b]))
+            if next_mask[b][a]
         )
         y = reward[b] + (0.0 if terminal[b] else discount[b] * v_next)
         critic += 0.5 * (q_taken[b] - y) ** 2 / B
@@ -192,13 +219,33 @@ def test_losses_match_an_independent_loop_implementation(seed):
     terminal = torch.rand(B, generator=g) < 0.3
     log_alpha = torch.tensor(math.log(0.05))
     losses = sac_losses(
-        log_pi=log_pi, q_taken=q_taken, q_all=q_all, mask=mask, reward=reward, discount=discount, terminal=terminal,
-        next_log_pi=next_log_pi, next_q_target=next_q, next_mask=next_mask, log_alpha=log_alpha, target_entropy=0.01,
+        log_pi=log_pi,
+        q_taken=q_taken,
+        q_all=q_all,
+        mask=mask,
+        reward=reward,
+        discount=discount,
+        terminal=terminal,
+        next_log_pi=next_log_pi,
+        next_q_target=next_q,
+        next_mask=next_mask,
+        log_alpha=log_alpha,
+        target_entropy=0.01,
     )
     to = lambda t: t.double().tolist()  # noqa: E731
     critic, policy, alpha_l = reference_losses(
-        to(log_pi), to(q_taken), to(q_all), mask.tolist(), to(reward), to(discount), terminal.tolist(),
-        to(next_log_pi), to(next_q), next_mask.tolist(), math.log(0.05), 0.01,
+        to(log_pi),
+        to(q_taken),
+        to(q_all),
+        mask.tolist(),
+        to(reward),
+        to(discount),
+        terminal.tolist(),
+        to(next_log_pi),
+        to(next_q),
+        next_mask.tolist(),
+        math.log(0.05),
+        0.01,
     )
     assert losses.critic.item() == pytest.approx(critic, rel=1e-5, abs=1e-6)
     assert losses.policy.item() == pytest.approx(policy, rel=1e-5, abs=1e-6)
@@ -228,9 +275,18 @@ def test_gradients_stay_finite_with_padded_candidates():
     log_pi = logits.masked_fill(~mask, float("-inf")).log_softmax(-1)
     log_alpha = torch.tensor(-2.0, requires_grad=True)
     losses = sac_losses(
-        log_pi=log_pi, q_taken=q[:, 0], q_all=q, mask=mask, reward=torch.zeros(2), discount=torch.ones(2),
-        terminal=torch.tensor([False, False]), next_log_pi=log_pi.detach(), next_q_target=q.detach(), next_mask=mask,
-        log_alpha=log_alpha, target_entropy=0.0,
+        log_pi=log_pi,
+        q_taken=q[:, 0],
+        q_all=q,
+        mask=mask,
+        reward=torch.zeros(2),
+        discount=torch.ones(2),
+        terminal=torch.tensor([False, False]),
+        next_log_pi=log_pi.detach(),
+        next_q_target=q.detach(),
+        next_mask=mask,
+        log_alpha=log_alpha,
+        target_entropy=0.0,
     )
     (losses.critic + losses.policy + losses.alpha).backward()
     for grad in (logits.grad, q.grad, log_alpha.grad):

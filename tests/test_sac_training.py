@@ -17,8 +17,14 @@ def test_a_short_run_writes_metrics_config_and_checkpoint(tmp_path):
         algo="sac-her",
         agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
         sac=SACConfig.with_her(batch_size=16, random_steps=64),
-        num_envs=8, total_env_steps=256, eval_every=128, eval_episodes=4, log_every=64,
-        warm_start_steps=2, output_dir=tmp_path / "run", progress=False,
+        num_envs=8,
+        total_env_steps=256,
+        eval_every=128,
+        eval_episodes=4,
+        log_every=64,
+        warm_start_steps=2,
+        output_dir=tmp_path / "run",
+        progress=False,
     )
     final = run_pipeline(cfg)
     assert 0.0 <= final["eval/simple-train/sampled/all"] <= 1.0
@@ -47,9 +53,18 @@ CURVE_KEY = "eval/simple-train/sampled/all"
 
 
 def learning_test_config(seed: int, output_dir: Path) -> TrainConfig:
-    cfg = load_yaml_config(TrainConfig, Path(__file__).resolve().parents[1] / "tune_configs" / "cpu_simple_sac_her.yaml")
-    return replace(cfg, total_env_steps=9_000, eval_every=3_000, eval_episodes=128, seed=seed, output_dir=output_dir,
-                   progress=False)
+    cfg = load_yaml_config(
+        TrainConfig, Path(__file__).resolve().parents[1] / "tune_configs" / "cpu_simple_sac_her.yaml"
+    )
+    return replace(
+        cfg,
+        total_env_steps=9_000,
+        eval_every=3_000,
+        eval_episodes=128,
+        seed=seed,
+        output_dir=output_dir,
+        progress=False,
+    )
 
 
 def learning_curve(output_dir: Path) -> list[float]:

@@ -11,7 +11,9 @@ from sacglam.config_io import ConfigError
 from sacglam.experiments.spec import load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = sorted(p for p in (ROOT / "tune_configs").glob("*.yaml") if "forms" in (yaml.safe_load(p.read_text()) or {}))
+EXPERIMENTS = sorted(
+    p for p in (ROOT / "tune_configs").glob("*.yaml") if "forms" in (yaml.safe_load(p.read_text()) or {})
+)
 
 
 def test_the_papers_experiments_are_all_there():
@@ -47,7 +49,9 @@ def _write(tmp_path, form) -> Path:
 
 
 def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_path):
-    path = _write(tmp_path, {"base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "grid": {"sac.n_stepp": [1, 3]}})
+    path = _write(
+        tmp_path, {"base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "grid": {"sac.n_stepp": [1, 3]}}
+    )
     with pytest.raises(ConfigError, match=r"n_stepp.*did you mean 'n_step'"):
         load_experiment(path)
     with pytest.raises(ConfigError, match="no form 'gpu'"):
@@ -62,12 +66,27 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
     from sacglam.experiments.results import plot_experiment
     from sacglam.experiments.tune_runner import run_grid
 
-    small = {"total_env_steps": 256, "eval_every": 128, "eval_episodes": 4, "log_every": 64, "num_envs": 8,
-             "warm_start_steps": 2, "agent": {"critic_width": 32}, "sac": {"batch_size": 16, "critic_warmup_updates": 2}}
-    path = _write(tmp_path, {
-        "base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "set": small,
-        "grid": {"sac.n_step": [1, 3]}, "seeds": [0, 1], "trial": {"cpus": 1, "threads": 1}, "max_concurrent": 2,
-    })
+    small = {
+        "total_env_steps": 256,
+        "eval_every": 128,
+        "eval_episodes": 4,
+        "log_every": 64,
+        "num_envs": 8,
+        "warm_start_steps": 2,
+        "agent": {"critic_width": 32},
+        "sac": {"batch_size": 16, "critic_warmup_updates": 2},
+    }
+    path = _write(
+        tmp_path,
+        {
+            "base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"),
+            "set": small,
+            "grid": {"sac.n_step": [1, 3]},
+            "seeds": [0, 1],
+            "trial": {"cpus": 1, "threads": 1},
+            "max_concurrent": 2,
+        },
+    )
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         directory = run_grid(path, "cpu", storage=tmp_path / "tune")

@@ -9,7 +9,9 @@ import pytest
 from sacglam.envs import InvalidActionError, PlaygroundText, PlaygroundTextVector, goals
 
 
-@pytest.mark.parametrize("kwargs", [dict(n_objects=6, goals="train", max_steps=30), dict(n_objects=3, goals="simple-train", max_steps=8)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(n_objects=6, goals="train", max_steps=30), dict(n_objects=3, goals="simple-train", max_steps=8)]
+)
 def test_vector_env_equals_single_envs_stepped_by_hand(kwargs):
     n = 5
     vec = PlaygroundTextVector(n, **kwargs)

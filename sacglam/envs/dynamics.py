@@ -15,7 +15,8 @@ Encoding (all ints, `n` = number of objects in the scene):
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 from sacglam.envs.goals import GRASP, GROW, Goal
 from sacglam.envs.vocabulary import SceneObject, can_grow
@@ -34,9 +35,7 @@ def grow_table(objects: Sequence[SceneObject]) -> tuple[tuple[bool, ...], ...]:
     return tuple(tuple(can_grow(held[1], target[1]) for target in objects) for held in objects)
 
 
-def transition(
-    grows: tuple[tuple[bool, ...], ...], on: int, holding: int, action: int
-) -> tuple[int, int, Event]:
+def transition(grows: tuple[tuple[bool, ...], ...], on: int, holding: int, action: int) -> tuple[int, int, Event]:
     """Apply one action. Returns `(on, holding, event)`.
 
     The caller guarantees the action is a candidate (never `Go to` the held object).

@@ -9,7 +9,7 @@ success-rate plots.
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 from sacglam.envs.dynamics import (
     ACTION_GRASP,

@@ -14,8 +14,9 @@ lower-cased. A part has three forms: `<Verb> <color> <name>`, `<Verb> any <color
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
-from typing import Final, Iterator, NamedTuple
+from typing import Final, NamedTuple
 
 from sacglam.envs.vocabulary import (
     CATEGORY_TYPES,

@@ -27,14 +27,16 @@ def _split_list(text: str) -> tuple[str, ...]:
 def parse_observation(text: str) -> ParsedObservation:
     """Parse a Playground-Text observation; raises ValueError when the text is not one."""
     lines = text.split("\n")
-    if len(lines) != 6 or lines[5] != "Action:" or not all(
-        line.startswith(prefix) for line, prefix in zip(lines, _PREFIXES)
+    if (
+        len(lines) != 6
+        or lines[5] != "Action:"
+        or not all(line.startswith(prefix) for line, prefix in zip(lines, _PREFIXES))
     ):
         raise ValueError(
             "not a Playground-Text observation (expected the lines 'Goal:', 'You see:', 'You are on:', "
             f"'You are holding:', 'You have grown:', 'Action:'): {text!r}"
         )
-    goal, seen, on, holding, grown = (line[len(prefix):] for line, prefix in zip(lines, _PREFIXES))
+    goal, seen, on, holding, grown = (line[len(prefix) :] for line, prefix in zip(lines, _PREFIXES))
     return ParsedObservation(
         goal=goal,
         visible=_split_list(seen),
@@ -52,7 +54,7 @@ def split_goal(observation: str) -> tuple[str, str]:
     head, sep, state = observation.partition("\n")
     if not head.startswith(GOAL_PREFIX) or not sep:
         raise ValueError(f"not a Playground-Text observation (no 'Goal:' line first): {observation!r}")
-    return head[len(GOAL_PREFIX):], state
+    return head[len(GOAL_PREFIX) :], state
 
 
 def with_goal(state: str, goal: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
@@ -77,7 +78,9 @@ def validate_env_args(n_objects: int, goals: str, max_steps: int) -> None:
             f"{low} objects (its targets and their supplies); use n_objects >= {low}"
         )
     if n_objects > _MAX_OBJECTS:
-        raise ValueError(f"n_objects={n_objects} exceeds the {_MAX_OBJECTS} distinct objects; use n_objects <= {_MAX_OBJECTS}")
+        raise ValueError(
+            f"n_objects={n_objects} exceeds the {_MAX_OBJECTS} distinct objects; use n_objects <= {_MAX_OBJECTS}"
+        )
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
 
@@ -111,7 +114,9 @@ class PlaygroundText(gym.Env[str, str]):
         self.render_mode = render_mode
         self.goal_set = GOAL_SETS[goals]
         self._goal_members = goal_set_members(goals)
-        self.observation_space = Text(max_length=256 + 40 * n_objects, charset=_TEXT_CHARSET)  # 2 lists of <= 19 chars per object
+        self.observation_space = Text(
+            max_length=256 + 40 * n_objects, charset=_TEXT_CHARSET
+        )  # 2 lists of <= 19 chars per object
         self.action_space = Text(max_length=64, charset=_TEXT_CHARSET)
         self._rng: random.Random | None = None
         self._partner = SocialPartner(sequential=goals in SEQUENTIAL_GOAL_SETS)
@@ -264,4 +269,3 @@ class PlaygroundText(gym.Env[str, str]):
             steps=self._steps,
             goal_stage=self._stage,
         )
-

@@ -9,7 +9,7 @@ already among the goal's objects. The rest are random distinct objects; the orde
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from sacglam.envs.goals import GROW, THING, Goal, GoalPart
 from sacglam.envs.vocabulary import (
@@ -76,9 +76,7 @@ def sample_scene(goal: Goal, n_objects: int, rng: random.Random) -> list[SceneOb
     """A shuffled scene of `n_objects` distinct objects in which `goal` is feasible."""
     scene = goal_objects(goal, rng)
     if len(scene) > n_objects:
-        raise ValueError(
-            f"goal needs {len(scene)} objects but the scene holds {n_objects}: raise n_objects"
-        )
+        raise ValueError(f"goal needs {len(scene)} objects but the scene holds {n_objects}: raise n_objects")
     present = set(scene)
     while len(scene) < n_objects:
         obj = _draw_random_object(rng)

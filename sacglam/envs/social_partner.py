@@ -14,8 +14,8 @@ in the same environment.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
-from typing import Sequence
 
 from sacglam.envs.dynamics import Event
 from sacglam.envs.goals import GROW, TRAIN_GOALS, TRAIN_SINGLE_PARTS, GoalPart, parse_goal

@@ -20,7 +20,8 @@ generator, so a seeded `reset` makes the whole stream reproducible.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sacglam.experiments.results import _mean_std  # the same statistics as `sacglam plot`
 
@@ -70,8 +71,11 @@ def _present(value: Any) -> bool:
 
 def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> dict[str, Any]:
     """One trial's curve, final window success, steps to `threshold`, last evaluation and time."""
-    records = [(r["env_steps"], r["train/episodes"], r["train/successes"]) for r in rows
-               if _present(r.get("train/successes")) and _present(r.get("train/episodes"))]
+    records = [
+        (r["env_steps"], r["train/episodes"], r["train/successes"])
+        for r in rows
+        if _present(r.get("train/successes")) and _present(r.get("train/episodes"))
+    ]
     if records:
         curve = window_success(records, window)
     else:  # tables written before the cumulative counts were logged: the trainers' rolling rate
@@ -80,7 +84,9 @@ def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> 
     last_eval = next((r for r in reversed(rows) if _present(r.get("eval/train/sampled/all"))), {})
     evaluation = {
         f"{goals}/{mode}/{goal_type}": last_eval[key]
-        for goals in ("train", "test") for mode in ("sampled", "greedy") for goal_type in GOAL_TYPES
+        for goals in ("train", "test")
+        for mode in ("sampled", "greedy")
+        for goal_type in GOAL_TYPES
         if _present(last_eval.get(key := f"eval/{goals}/{mode}/{goal_type}"))
     }
     total_steps = max(r["env_steps"] for r in rows)
@@ -170,7 +176,9 @@ def checks(methods: dict[str, Any], threshold: float) -> dict[str, Any]:
     seeds_at_half = sum(s >= 0.5 for s in her["final_training_success"])
     eval_at_half = sum(s >= 0.5 for s in her["final_eval_sampled"] if _present(s))
     if budget is not None and budget >= 64_000:
-        met["sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k"] = seeds_at_half * 3 >= 2 * len(her["final_training_success"])
+        met["sac_her_at_least_0.5_in_two_thirds_of_seeds_at_64k"] = seeds_at_half * 3 >= 2 * len(
+            her["final_training_success"]
+        )
     return {
         "met": met,
         "sac_her_seeds_at_least_0.5_training": seeds_at_half,

@@ -27,6 +27,7 @@ from sacglam.errors import UserInputError
 class ExperimentNotFoundError(UserInputError, FileNotFoundError):
     """A directory that holds no experiment results (or no Tune experiment to resume)."""
 
+
 THRESHOLD = 0.8
 
 
@@ -39,8 +40,11 @@ def trial_rows(trial_name: str, coordinates: dict[str, Any], run_dir: Path) -> l
     rows = []
     for step in sorted(by_step):
         record = by_step[step]
-        row = {"trial": trial_name} | {k: v for k, v in coordinates.items()} | {
-            "env_steps": step, "seconds": record.get("time/train_seconds")}
+        row = (
+            {"trial": trial_name}
+            | {k: v for k, v in coordinates.items()}
+            | {"env_steps": step, "seconds": record.get("time/train_seconds")}
+        )
         row |= {k: v for k, v in record.items() if k not in ("env_steps",) and isinstance(v, (int, float))}
         rows.append(row)
     return rows
@@ -65,7 +69,11 @@ def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str,
 def _configuration(row: dict[str, Any], coordinate_keys: list[str]) -> str:
     """`variant, key=value, ...` without the seed (the curves average over it)."""
     parts = [] if row.get("variant") in (None, "default") else [str(row["variant"])]
-    parts += [f"{k.split('.')[-1]}={row[k]}" for k in coordinate_keys if k not in ("seed", "variant") and row.get(k) is not None]
+    parts += [
+        f"{k.split('.')[-1]}={row[k]}"
+        for k in coordinate_keys
+        if k not in ("seed", "variant") and row.get(k) is not None
+    ]
     return ", ".join(parts) or "default"
 
 
@@ -90,7 +98,9 @@ def curves(rows: list[dict[str, Any]], metric: str, coordinate_keys: list[str]) 
         value = row.get(metric)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
-        out[_configuration(row, coordinate_keys)][row.get("seed")].append((row["env_steps"], row.get("seconds") or 0.0, value))
+        out[_configuration(row, coordinate_keys)][row.get("seed")].append(
+            (row["env_steps"], row.get("seconds") or 0.0, value)
+        )
     return out
 
 
@@ -111,8 +121,13 @@ def summarize(per_seed: dict[Any, list[tuple]]) -> dict[str, Any]:
         areas.append(area / span if span else points[0][2])
     final_mean, final_std = _mean_std(finals)
     auc_mean, _ = _mean_std(areas)
-    return {"seeds": len(finals), "final_mean": final_mean, "final_std": final_std,
-            "steps_to_threshold": first_hits, "auc": auc_mean}
+    return {
+        "seeds": len(finals),
+        "final_mean": final_mean,
+        "final_std": final_std,
+        "steps_to_threshold": first_hits,
+        "auc": auc_mean,
+    }
 
 
 def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tuple[Path, Path]:
@@ -124,18 +139,28 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
 
     experiment_dir = Path(experiment_dir)
     if not (experiment_dir / "results.parquet").exists():
-        raise ExperimentNotFoundError(f"{experiment_dir} has no results.parquet: give a directory written by `sacglam tune`")
+        raise ExperimentNotFoundError(
+            f"{experiment_dir} has no results.parquet: give a directory written by `sacglam tune`"
+        )
     info_path = experiment_dir / "experiment.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     rows = load_table(experiment_dir)
     coordinate_keys = ["variant", *info.get("grid_keys", []), "seed"]
-    metric = metric or info.get("metric") or next(k for k in rows[0] if k.startswith("eval/") and k.endswith("/sampled/all"))
+    metric = (
+        metric or info.get("metric") or next(k for k in rows[0] if k.startswith("eval/") and k.endswith("/sampled/all"))
+    )
     data = curves(rows, metric, coordinate_keys)
     fig, (by_steps, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5))
-    lines = [f"# {info.get('experiment', experiment_dir.name)} ({info.get('form', '')})", "",
-             info.get("description", ""), "", f"Metric: `{metric}`; mean ± std over seeds; area under the curve "
-             f"normalised by the env-step range.", "",
-             f"| configuration | seeds | final | env steps to {THRESHOLD} (per seed) | AUC |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"# {info.get('experiment', experiment_dir.name)} ({info.get('form', '')})",
+        "",
+        info.get("description", ""),
+        "",
+        f"Metric: `{metric}`; mean ± std over seeds; area under the curve normalised by the env-step range.",
+        "",
+        f"| configuration | seeds | final | env steps to {THRESHOLD} (per seed) | AUC |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for configuration, per_seed in data.items():  # in the experiment's trial order
         steps = sorted({s for points in per_seed.values() for s, _, _ in points})
         common = [s for s in steps if all(any(p[0] == s for p in pts) for pts in per_seed.values())]
@@ -149,8 +174,10 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
             axis.fill_between(x, lows, highs, alpha=0.2)
         summary = summarize(per_seed)
         hits = ", ".join("not reached" if h is None else f"{h / 1000:.1f}k" for h in summary["steps_to_threshold"])
-        lines.append(f"| {configuration} | {summary['seeds']} | {summary['final_mean']:.2f} ± {summary['final_std']:.2f} "
-                     f"| {hits} | {summary['auc']:.2f} |")
+        lines.append(
+            f"| {configuration} | {summary['seeds']} | {summary['final_mean']:.2f} ± {summary['final_std']:.2f} "
+            f"| {hits} | {summary['auc']:.2f} |"
+        )
     by_steps.set(xlabel="env steps", ylabel=metric, ylim=(0, 1))
     by_seconds.set(xlabel="training seconds", ylabel=metric, ylim=(0, 1))
     by_steps.legend(fontsize=7)

@@ -121,7 +121,9 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
         raise ConfigError(f"{where}: needs `base:`, a training config file (relative to {path.parent})")
     trial_spec = spec.get("trial", {})
     if set(trial_spec) - TRIAL_KEYS:
-        raise ConfigError(f"{where}.trial: unknown keys {sorted(set(trial_spec) - TRIAL_KEYS)}; allowed: {sorted(TRIAL_KEYS)}")
+        raise ConfigError(
+            f"{where}.trial: unknown keys {sorted(set(trial_spec) - TRIAL_KEYS)}; allowed: {sorted(TRIAL_KEYS)}"
+        )
     variants = spec.get("variants") or {"default": {}}
     grid = spec.get("grid") or {}
     for key, values in grid.items():
@@ -145,7 +147,7 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
                     coordinates[key] = value
                 config["seed"] = seed
                 coordinates["seed"] = seed
-                parts = ([variant] if len(variants) > 1 or variant != "default" else [])
+                parts = [variant] if len(variants) > 1 or variant != "default" else []
                 parts += [f"{key.split('.')[-1]}={_label(v)}" for key, v in zip(grid, values)] + [f"seed={seed}"]
                 name = ",".join(parts)
                 trial = Trial(name=name, coordinates=coordinates, config=config)

@@ -87,8 +87,13 @@ def run_trial(param: dict[str, Any]) -> None:
         run_pipeline(cfg, announce=lambda _: None)
 
 
-def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tune", resume: bool = False,
-             address: str | None = None) -> Path:
+def run_grid(
+    path: str | Path,
+    form: str = "cpu",
+    storage: str | Path = "runs/tune",
+    resume: bool = False,
+    address: str | None = None,
+) -> Path:
     """Run (or resume) the grid; returns the experiment directory holding the results table."""
     from ray import tune
 
@@ -112,22 +117,39 @@ def run_grid(path: str | Path, form: str = "cpu", storage: str | Path = "runs/tu
         tuner = tune.Tuner(
             trainable,
             param_space={"__trial__": tune.grid_search(params)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=experiment.max_concurrent,
-                                        trial_name_creator=lambda t: _trial_name(t.config),
-                                        trial_dirname_creator=lambda t: _trial_name(t.config)),
-            run_config=tune.RunConfig(name=name, storage_path=str(storage),
-                                      failure_config=tune.FailureConfig(max_failures=experiment.max_failures),
-                                      verbose=1),
+            tune_config=tune.TuneConfig(
+                max_concurrent_trials=experiment.max_concurrent,
+                trial_name_creator=lambda t: _trial_name(t.config),
+                trial_dirname_creator=lambda t: _trial_name(t.config),
+            ),
+            run_config=tune.RunConfig(
+                name=name,
+                storage_path=str(storage),
+                failure_config=tune.FailureConfig(max_failures=experiment.max_failures),
+                verbose=1,
+            ),
         )
     grid = tuner.fit()
-    (experiment_dir / "experiment.json").write_text(json.dumps(
-        {"experiment": experiment.experiment, "form": form, "description": experiment.description,
-         "metric": experiment.metric, "grid_keys": list(experiment.grid_keys), "source": str(path)}, indent=2))
+    (experiment_dir / "experiment.json").write_text(
+        json.dumps(
+            {
+                "experiment": experiment.experiment,
+                "form": form,
+                "description": experiment.description,
+                "metric": experiment.metric,
+                "grid_keys": list(experiment.grid_keys),
+                "source": str(path),
+            },
+            indent=2,
+        )
+    )
     errors = [r for r in grid if r.error is not None]
     write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in grid})
     if errors:
-        print(f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
-              f"rerun with --resume to retry them")
+        print(
+            f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
+            f"rerun with --resume to retry them"
+        )
     return experiment_dir
 
 

@@ -3,7 +3,7 @@ requests from every rollout worker are gathered into one shared-prefix forward).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -18,7 +18,9 @@ class InferenceActor:
         self.server = InferenceServer(agent_config, threads=threads)
         self.batcher = MicroBatcher(self.server.distributions_batch, max_batch, max_wait_ms / 1000.0)
 
-    async def distributions(self, observations: Sequence[str], candidates: Sequence[Sequence[str]]) -> tuple[np.ndarray, int]:
+    async def distributions(
+        self, observations: Sequence[str], candidates: Sequence[Sequence[str]]
+    ) -> tuple[np.ndarray, int]:
         return await self.batcher.submit((observations, candidates), len(observations))
 
     async def set_weights(self, version: int, state: dict[str, torch.Tensor]) -> int:

@@ -4,7 +4,8 @@ function, up to `max_items` items or `max_wait_s` after the first request arrive
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 class MicroBatcher:
@@ -41,7 +42,7 @@ class MicroBatcher:
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), timeout=max(deadline - loop.time(), 0))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             batch, total = [], 0
             while self._queue and (not batch or total + self._queue[0][1] <= self.max_items):

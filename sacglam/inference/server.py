@@ -5,7 +5,7 @@ calls it directly."""
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

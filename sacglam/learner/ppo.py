@@ -9,8 +9,8 @@ are equal. Advantages are normalised over the whole minibatch before it is split
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -69,10 +69,21 @@ class PPOLearner:
                     behavior = rollout.behavior_log_pi[rows][:, : out.log_pi.shape[1]].to(device)
                 center = rollout.clip_center[rows].to(device) if rollout.clip_center is not None else None
                 losses = ppo_losses(
-                    out.log_pi, out.mask, rollout.actions[rows].to(device), rollout.old_log_prob[rows].to(device),
-                    advantages.to(device), rollout.returns[rows].to(device), out.value,
-                    cfg.clip, cfg.vf_coef, cfg.ent_coef, False,
-                    loss=cfg.loss, kl_coef=cfg.kl_coef, clip_center=center, behavior_log_pi=behavior,
+                    out.log_pi,
+                    out.mask,
+                    rollout.actions[rows].to(device),
+                    rollout.old_log_prob[rows].to(device),
+                    advantages.to(device),
+                    rollout.returns[rows].to(device),
+                    out.value,
+                    cfg.clip,
+                    cfg.vf_coef,
+                    cfg.ent_coef,
+                    False,
+                    loss=cfg.loss,
+                    kl_coef=cfg.kl_coef,
+                    clip_center=center,
+                    behavior_log_pi=behavior,
                 )
                 finite = bool(torch.isfinite(losses.total))
                 self.optimizer.zero_grad(set_to_none=True)
@@ -91,8 +102,12 @@ class PPOLearner:
                 self.updates += 1
                 steps += 1
                 for name, value in (
-                    ("loss/policy", losses.policy), ("loss/value", losses.value), ("entropy", losses.entropy),
-                    ("ppo/clip_fraction", losses.clip_fraction), ("ppo/approx_kl", losses.approx_kl), ("grad_norm", grad_norm),
+                    ("loss/policy", losses.policy),
+                    ("loss/value", losses.value),
+                    ("entropy", losses.entropy),
+                    ("ppo/clip_fraction", losses.clip_fraction),
+                    ("ppo/approx_kl", losses.approx_kl),
+                    ("grad_norm", grad_norm),
                 ):
                     sums[name] = sums.get(name, 0.0) + float(value.detach())
         self.optimizer.zero_grad(set_to_none=True)
@@ -102,12 +117,14 @@ class PPOLearner:
 
     def state_dict(self) -> dict:
         """Everything a resumed run needs from the learner (the agent's trainable state included)."""
-        return copy.deepcopy({
-            "agent": self.agent.trainable_state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "updates": self.updates,
-        })
+        return copy.deepcopy(
+            {
+                "agent": self.agent.trainable_state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(),
+                "updates": self.updates,
+            }
+        )
 
     def load_state_dict(self, state: dict) -> None:
         self.agent.load_trainable_state_dict(state["agent"])

@@ -18,7 +18,7 @@ forward saw: the behaviour policy's log-probabilities and the value head on ever
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -36,7 +36,9 @@ FORWARD_STATES = 256  # states per no-grad forward (bounds the memory of one pas
 
 
 @torch.no_grad()
-def _forward(agent: GLAMAgent, prompts: Sequence[str], candidates: Sequence[Sequence[str]]) -> tuple[list[torch.Tensor], torch.Tensor]:
+def _forward(
+    agent: GLAMAgent, prompts: Sequence[str], candidates: Sequence[Sequence[str]]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Per state: log pi over its candidates ((C_i,) tensors), and V(s) (S,); CPU float32."""
     log_pis, values = [], []
     for start in range(0, len(prompts), FORWARD_STATES):
@@ -102,7 +104,11 @@ def rollout_from_segments(
     starts = np.cumsum([0] + [len(s.states) for s in segments])
     per_segment_values = [values[a:b] for a, b in zip(starts[:-1], starts[1:])]
     advantages = _segment_advantages(
-        [list(s.rewards) for s in segments], per_segment_values, [s.terminated for s in segments], cfg.gamma, cfg.gae_lambda
+        [list(s.rewards) for s in segments],
+        per_segment_values,
+        [s.terminated for s in segments],
+        cfg.gamma,
+        cfg.gae_lambda,
     )
     rows = [(i, t) for i, s in enumerate(segments) for t in range(s.length)]  # transitions, without each s_T
     flat = [starts[i] + t for i, t in rows]
@@ -111,9 +117,14 @@ def rollout_from_segments(
     old_log_prob = torch.stack([row[a] for row, a in zip(behavior, actions.tolist())])
     adv = torch.cat(advantages)
     parts = {
-        "observations": [prompts[k] for k in flat], "candidates": [candidates[k] for k in flat], "actions": actions,
-        "old_log_prob": old_log_prob, "advantages": adv, "returns": adv + values[flat],
-        "behavior": behavior, "clip_center": torch.ones(len(rows)),
+        "observations": [prompts[k] for k in flat],
+        "candidates": [candidates[k] for k in flat],
+        "actions": actions,
+        "old_log_prob": old_log_prob,
+        "advantages": adv,
+        "returns": adv + values[flat],
+        "behavior": behavior,
+        "clip_center": torch.ones(len(rows)),
     }
     added = 0
     if cfg.her:
@@ -127,8 +138,14 @@ def rollout_from_segments(
     return Rollout(**parts, behavior_log_pi=behavior_log_pi), added
 
 
-def _relabeled_rows(agent: GLAMAgent, segments: Sequence[Episode], rows: list[tuple[int, int]], own: dict,
-                    cfg: PPOConfig, rng: np.random.Generator) -> dict:
+def _relabeled_rows(
+    agent: GLAMAgent,
+    segments: Sequence[Episode],
+    rows: list[tuple[int, int]],
+    own: dict,
+    cfg: PPOConfig,
+    rng: np.random.Generator,
+) -> dict:
     """Relabeled transitions (see the module docstring): the same keys as the rollout's own rows."""
     aligned = (lambda goal, relabel: is_subgoal(relabel, goal)) if cfg.her_aligned else None
     offers = [(i, r) for i, s in enumerate(segments) for r in hindsight_relabels(s, goal_filter=aligned)]
@@ -146,15 +163,24 @@ def _relabeled_rows(agent: GLAMAgent, segments: Sequence[Episode], rows: list[tu
     old_log_prob = own["old_log_prob"][own_rows]  # the behaviour's, for the original goal
     lengths = [r.length for _, r in chosen]
     bounds = np.cumsum([0] + lengths)
-    advantages = torch.cat(_segment_advantages(
-        [[0.0] * (n - 1) + [1.0] for n in lengths],
-        [torch.cat([values[a:b], torch.zeros(1)]) for a, b in zip(bounds[:-1], bounds[1:])],
-        [True] * len(lengths), cfg.gamma, cfg.gae_lambda,
-    ))
+    advantages = torch.cat(
+        _segment_advantages(
+            [[0.0] * (n - 1) + [1.0] for n in lengths],
+            [torch.cat([values[a:b], torch.zeros(1)]) for a, b in zip(bounds[:-1], bounds[1:])],
+            [True] * len(lengths),
+            cfg.gamma,
+            cfg.gae_lambda,
+        )
+    )
     first_log_prob = torch.stack([row[a] for row, a in zip(log_pis, actions.tolist())])
     center = (first_log_prob - old_log_prob).exp() if cfg.her_centered else torch.ones(len(picked))
     return {
-        "observations": prompts, "candidates": candidates, "behavior": [own["behavior"][k] for k in own_rows],
-        "actions": actions, "old_log_prob": old_log_prob, "advantages": advantages, "returns": advantages + values,
+        "observations": prompts,
+        "candidates": candidates,
+        "behavior": [own["behavior"][k] for k in own_rows],
+        "actions": actions,
+        "old_log_prob": old_log_prob,
+        "advantages": advantages,
+        "returns": advantages + values,
         "clip_center": center,
     }

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import torch
 

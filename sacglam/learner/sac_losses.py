@@ -36,7 +36,9 @@ def _clean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return values.masked_fill(~mask, 0.0)
 
 
-def soft_state_value(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float) -> torch.Tensor:
+def soft_state_value(
+    log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float
+) -> torch.Tensor:
     """V(s) = sum_a pi(a|s) [Q(s, a) - alpha log pi(a|s)] over each state's candidates. -> (B,)"""
     log_pi, q = _clean(log_pi, mask), _clean(q, mask)
     return _masked_sum(log_pi.exp() * (q - alpha * log_pi), mask)

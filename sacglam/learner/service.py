@@ -18,8 +18,15 @@ from sacglam.types import EpisodeResult
 
 
 class LearnerService:
-    def __init__(self, cfg: TrainConfig, storage: Handle, rank: int = 0, world_size: int = 1, threads: int | None = None,
-                 warm_start: bool = True):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        storage: Handle,
+        rank: int = 0,
+        world_size: int = 1,
+        threads: int | None = None,
+        warm_start: bool = True,
+    ):
         from sacglam.models.agent import GLAMAgent
         from sacglam.models.warm_start import language_warm_start
 

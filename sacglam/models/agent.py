@@ -8,7 +8,7 @@ is what a learner ships to inference.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from peft import LoraConfig, get_peft_model
@@ -69,7 +69,9 @@ class GLAMAgent(nn.Module):
         if config.critic == "action":
             self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)
         elif config.critic == "observation":
-            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width, config.n_critics).to(device)
+            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width, config.n_critics).to(
+                device
+            )
         elif config.critic == "value":
             self.critic = ValueHead(hidden, config.critic_width).to(device)
         else:
@@ -111,7 +113,9 @@ class GLAMAgent(nn.Module):
     def forward(self, batch: EncodedBatch, with_critic: bool = True) -> AgentOutput:
         return self.outputs_from_scores(batch, self.candidate_scores(batch), with_critic)
 
-    def outputs_from_scores(self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True) -> AgentOutput:
+    def outputs_from_scores(
+        self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True
+    ) -> AgentOutput:
         """Lay per-candidate scores out as (B, C) tensors: the policy's softmax and the critic."""
         index = batch.index
         device = scores.log_likelihood.device
@@ -130,7 +134,9 @@ class GLAMAgent(nn.Module):
         elif with_critic and self.critic is not None:
             q_critics = self._q_values(scores, state, slot, mask)
             q = q_critics.min(0).values
-        return AgentOutput(log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value, q_critics=q_critics)
+        return AgentOutput(
+            log_pi=log_pi, action_log_likelihood=action_ll, q=q, mask=mask, value=value, q_critics=q_critics
+        )
 
     def _q_values(self, scores: CandidateScores, state, slot, mask) -> torch.Tensor:
         """(n_critics, B, C), 0 at padding."""

@@ -19,8 +19,8 @@ Candidates are tokenized as continuations of the prompt: causal tokenizers get `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -120,7 +120,10 @@ def _candidate_index(candidates: Sequence[Sequence[str]], lengths: list[int]) ->
     state = np.repeat(np.arange(len(counts)), counts_array)
     slot = np.arange(len(state)) - np.repeat(np.cumsum(counts_array) - counts_array, counts_array)
     return CandidateIndex(
-        state=torch.from_numpy(state), slot=torch.from_numpy(slot), lengths=_long(lengths), counts=torch.from_numpy(counts_array)
+        state=torch.from_numpy(state),
+        slot=torch.from_numpy(slot),
+        lengths=_long(lengths),
+        counts=torch.from_numpy(counts_array),
     )
 
 

@@ -71,7 +71,7 @@ def available_models() -> list[str]:
     return sorted(EMBEDDED_MODELS) + sorted(TINY_MODELS)
 
 
-def _publish(build: "callable", target: Path) -> Path:
+def _publish(build: callable, target: Path) -> Path:
     """Write a model directory with `build(tmp_dir)` and move it into place atomically, so a
     killed conversion or two concurrent ones never leave a half-written cache entry."""
     if (target / "config.json").exists():

@@ -9,8 +9,8 @@ paths equal them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -74,7 +74,9 @@ def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScore
     the encoder output is indexed per candidate). Decoder rows are `[start, a_1, ..., a_L]`:
     position j-1 scores a_j, and the candidate feature is read at position L, after the action's
     last token, so Q(s, a) sees the whole action."""
-    encoder_hidden = model.get_encoder()(input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask).last_hidden_state
+    encoder_hidden = model.get_encoder()(
+        input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask
+    ).last_hidden_state
     state = batch.index.state.to(encoder_hidden.device)
     out = model(
         encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden[state]),
@@ -180,7 +182,11 @@ def naive_score_seq2seq(
 
 
 def naive_score(
-    kind: str, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], candidates: Sequence[Sequence[str]]
+    kind: str,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    candidates: Sequence[Sequence[str]],
 ) -> CandidateScores:
     """The naive twin for a model of `kind` ("causal" or "seq2seq")."""
     naive = naive_score_causal if kind == "causal" else naive_score_seq2seq

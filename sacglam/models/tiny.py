@@ -22,9 +22,30 @@ from sacglam.envs.vocabulary import COLORS, GOAL_CATEGORIES, TYPES
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 PROMPT_WORDS = (
-    "Goal", "You", "see", "are", "on", "holding", "have", "grown", "nothing", "Action",
-    "Possible", "actions", "Go", "to", "Grasp", "Release", "Grow", "grasp", "grow", "then", "any", "thing",
-    ":", ",",
+    "Goal",
+    "You",
+    "see",
+    "are",
+    "on",
+    "holding",
+    "have",
+    "grown",
+    "nothing",
+    "Action",
+    "Possible",
+    "actions",
+    "Go",
+    "to",
+    "Grasp",
+    "Release",
+    "Grow",
+    "grasp",
+    "grow",
+    "then",
+    "any",
+    "thing",
+    ":",
+    ",",
 )
 
 

@@ -18,7 +18,9 @@ from sacglam.config import EnvConfig
 from sacglam.models.agent import GLAMAgent
 
 
-def random_transcript(env_config: EnvConfig, transitions: int, seed: int) -> tuple[list[str], list[list[str]], list[int]]:
+def random_transcript(
+    env_config: EnvConfig, transitions: int, seed: int
+) -> tuple[list[str], list[list[str]], list[int]]:
     """`transitions` (observation, candidates, uniformly chosen candidate index) triples."""
     env, rng = env_config.make(), random.Random(seed)
     obs, info = env.reset(seed=seed)

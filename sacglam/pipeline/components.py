@@ -8,9 +8,10 @@ learners averaging their shares' gradients, since every loss is a batch mean).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sacglam.config import TrainConfig
 from sacglam.runtime.handles import Handle, LocalHandle
@@ -55,10 +56,14 @@ def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> 
 
     storage_class, args = storage_component(cfg)
     storage = LocalHandle(storage_class(*args, checkpoints) if args else storage_class())
-    learner = LocalHandle(LearnerService(cfg, storage, warm_start=not resuming))  # first: it seeds torch and builds the agent like the Ray learners
+    learner = LocalHandle(
+        LearnerService(cfg, storage, warm_start=not resuming)
+    )  # first: it seeds torch and builds the agent like the Ray learners
     inference = [LocalHandle(InferenceServer(cfg.agent)) for _ in range(cfg.pipeline.inference_actors)]
     workers = [
-        LocalHandle(RolloutService(cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], storage))
+        LocalHandle(
+            RolloutService(cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], storage)
+        )
         for i in range(cfg.pipeline.rollout_workers)
     ]
     return Components(storage=storage, inference=inference, workers=workers, learners=[learner])

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import pickle
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -51,8 +52,15 @@ class Counters:
 
 
 class PipelineDriver:
-    def __init__(self, cfg: TrainConfig, parts: Components, logger: MetricsLogger, store: CheckpointStore,
-                 counters: Counters, on_chunk: Callable[[PipelineDriver], None] | None = None):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        parts: Components,
+        logger: MetricsLogger,
+        store: CheckpointStore,
+        counters: Counters,
+        on_chunk: Callable[[PipelineDriver], None] | None = None,
+    ):
         self.cfg, self.parts, self.logger, self.store, self.c = cfg, parts, logger, store, counters
         self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
         self.in_flight: dict[Any, tuple[str, Any]] = {}
@@ -62,8 +70,13 @@ class PipelineDriver:
         self.latest_eval: dict[str, float] = {}
         self.weights_nbytes = resolve(parts.learners[0].call("weights_nbytes"))
         self.idle_workers = list(range(len(parts.workers)))
-        self.bar = tqdm(total=cfg.total_env_steps, initial=min(counters.env_steps, cfg.total_env_steps), disable=not cfg.progress,
-                        desc=f"{cfg.algo} ({cfg.runner})", unit="step")
+        self.bar = tqdm(
+            total=cfg.total_env_steps,
+            initial=min(counters.env_steps, cfg.total_env_steps),
+            disable=not cfg.progress,
+            desc=f"{cfg.algo} ({cfg.runner})",
+            unit="step",
+        )
         self._clock = time.perf_counter()
         self.schedule = make_schedule(self)
 
@@ -185,8 +198,11 @@ class PipelineDriver:
                 self.in_flight[f] = ("sync", (started, version))
 
     def _synced(self, started: float, version: int) -> None:
-        self.sync_stats = {"sync/seconds": time.perf_counter() - started, "sync/bytes": self.weights_nbytes,
-                           "sync/version": version}
+        self.sync_stats = {
+            "sync/seconds": time.perf_counter() - started,
+            "sync/bytes": self.weights_nbytes,
+            "sync/version": version,
+        }
 
     def evaluate(self) -> None:
         """Rank 0 runs the evaluation part by part; a per-episode bar shows its progress."""
@@ -222,16 +238,21 @@ class PipelineDriver:
         stats = resolve(self.parts.storage.call("stats"))
         for inference in self.parts.inference[:1]:
             stats |= resolve(inference.call("stats"))
-        record = self.c.train_metrics | stats | self.sync_stats | {
-            "train/success": sum(s for _, s in c.recent) / max(episodes, 1),
-            "train/episodes": c.episodes,  # cumulative: success over any window is a difference
-            "train/successes": c.successes,
-            "learner/gradient_steps": int(self.c.train_metrics.get("learner/updates", 0)),
-            "inference/policy_lag_max": self.max_lag,
-            "time/train_seconds": c.train_seconds,
-            "time/env_steps_per_s": c.env_steps / max(c.train_seconds, 1e-9),
-            "time/updates_per_s": c.updates / max(c.train_seconds, 1e-9),
-        }
+        record = (
+            self.c.train_metrics
+            | stats
+            | self.sync_stats
+            | {
+                "train/success": sum(s for _, s in c.recent) / max(episodes, 1),
+                "train/episodes": c.episodes,  # cumulative: success over any window is a difference
+                "train/successes": c.successes,
+                "learner/gradient_steps": int(self.c.train_metrics.get("learner/updates", 0)),
+                "inference/policy_lag_max": self.max_lag,
+                "time/train_seconds": c.train_seconds,
+                "time/env_steps_per_s": c.env_steps / max(c.train_seconds, 1e-9),
+                "time/updates_per_s": c.updates / max(c.train_seconds, 1e-9),
+            }
+        )
         self.logger.log(c.env_steps, record)
         if self.parts.dashboard is not None:
             self.parts.dashboard.record(record)
@@ -266,8 +287,10 @@ def restore(parts: Components, checkpoint: Path) -> Counters:
     if len(workers) == len(parts.workers):
         resolve_all([w.call("set_state", s) for w, s in zip(parts.workers, workers)])
     else:  # a different worker count: the environments start fresh episodes
-        print(f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "
-              "open episodes are dropped and environments reset")
+        print(
+            f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "
+            "open episodes are dropped and environments reset"
+        )
     counters = Counters(**json.loads((checkpoint / "driver.json").read_text()))
     counters.recent = [tuple(r) for r in counters.recent]
     return counters

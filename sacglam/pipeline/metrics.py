@@ -6,9 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from tensorboardX import SummaryWriter
 

@@ -79,7 +79,9 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
         return (1.0 if has_gpu else 0.0) if value is None else value
 
     bundles = [Bundle("replay" if cfg.algo != "ppo" else "rollout-storage", res.replay_cpus, 0.0)]
-    bundles += [Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus)) for i in range(p.inference_actors)]
+    bundles += [
+        Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus)) for i in range(p.inference_actors)
+    ]
     bundles += [Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus)) for i in range(p.learners)]
     bundles += [Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0) for i in range(p.rollout_workers)]
     return bundles
@@ -116,7 +118,11 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     pg, offset, own_group = get_current_placement_group(), 1, False
     if pg is None:
         check_fits(bundles, cluster)
-        pg, offset, own_group = placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy), 0, True
+        pg, offset, own_group = (
+            placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy),
+            0,
+            True,
+        )
     try:
         ray.get(pg.ready(), timeout=cfg.pipeline.resources.placement_timeout_s)
     except ray.exceptions.GetTimeoutError:
@@ -150,28 +156,48 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     at = 0
     storage_class, args = storage_component(cfg)
     storage = RayHandle(
-        ray.remote(storage_class).options(**options(at, restart=True)).remote(*args, *([str(checkpoints)] if args else [])),
+        ray.remote(storage_class)
+        .options(**options(at, restart=True))
+        .remote(*args, *([str(checkpoints)] if args else [])),
         name=f"sacglam-{run_id}-{bundles[at].role}",
     )
     at += 1
     inference = []
     for _ in range(p.inference_actors):
-        actor = ray.remote(InferenceActor).options(**options(at, restart=True)).remote(
-            cfg.agent, p.inference_max_batch, p.inference_max_wait_ms, threads(res.inference_cpus, res.inference_threads)
+        actor = (
+            ray.remote(InferenceActor)
+            .options(**options(at, restart=True))
+            .remote(
+                cfg.agent,
+                p.inference_max_batch,
+                p.inference_max_wait_ms,
+                threads(res.inference_cpus, res.inference_threads),
+            )
         )
         inference.append(RayHandle(actor, name=f"sacglam-{run_id}-{bundles[at].role}"))
         at += 1
     learners = []
     for rank in range(p.learners):
-        actor = ray.remote(LearnerService).options(**options(at, restart=False)).remote(
-            cfg, storage, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming
+        actor = (
+            ray.remote(LearnerService)
+            .options(**options(at, restart=False))
+            .remote(cfg, storage, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming)
         )
         learners.append(RayHandle(actor))
         at += 1
     workers = []
     for i in range(p.rollout_workers):
-        actor = ray.remote(RolloutService).options(**options(at, restart=True)).remote(
-            cfg.env, envs_per_worker(cfg), worker_seed(cfg, i), inference[i % len(inference)], storage, threads(res.worker_cpus)
+        actor = (
+            ray.remote(RolloutService)
+            .options(**options(at, restart=True))
+            .remote(
+                cfg.env,
+                envs_per_worker(cfg),
+                worker_seed(cfg, i),
+                inference[i % len(inference)],
+                storage,
+                threads(res.worker_cpus),
+            )
         )
         workers.append(RayHandle(actor))
         at += 1
@@ -187,6 +213,11 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
             remove_placement_group(pg)
 
     return Components(
-        storage=storage, inference=inference, workers=workers, learners=learners,
-        dashboard=RayDashboardMetrics(cfg.output_dir.name), dashboard_url=url, close=close,
+        storage=storage,
+        inference=inference,
+        workers=workers,
+        learners=learners,
+        dashboard=RayDashboardMetrics(cfg.output_dir.name),
+        dashboard_url=url,
+        close=close,
     )

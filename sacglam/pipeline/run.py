@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import torch
 
@@ -18,7 +18,9 @@ from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import resolve
 
 
-def run_pipeline(cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print) -> dict[str, float]:
+def run_pipeline(
+    cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print
+) -> dict[str, float]:
     """Train; returns the final evaluation. With `cfg.resume`, continue that run directory from
     its newest checkpoint (nothing after it is kept: metrics past it are dropped too)."""
     if cfg.resume is not None:

@@ -71,7 +71,10 @@ class OffPolicySchedule:
             return
         sac = d.cfg.sac
         while d.idle_workers and d.issued_steps < d.cfg.total_env_steps:
-            if d.c.learning_from is not None and d.issued_steps - self.trained_through >= d.cfg.pipeline.max_steps_ahead:
+            if (
+                d.c.learning_from is not None
+                and d.issued_steps - self.trained_through >= d.cfg.pipeline.max_steps_ahead
+            ):
                 return
             d.collect(d.cfg.pipeline.chunk_steps, explore=d.issued_steps < sac.random_steps)
 

@@ -7,8 +7,8 @@ Checkpoints are taken between rollouts, when it is empty, so it has nothing to s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from sacglam.types import Episode
 

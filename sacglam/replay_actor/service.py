@@ -4,8 +4,8 @@ snapshots into checkpoints, and restore from the newest checkpoint when (re)star
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from sacglam.config import SACConfig
 from sacglam.replay_actor.buffer import ReplayBuffer
@@ -28,8 +28,12 @@ class ReplayService:
             self.restored_from: str | None = str(latest)
         else:
             self.buffer = ReplayBuffer(
-                sac.buffer_capacity, sac.gamma, her=sac.her, her_max_goals=sac.her_max_goals,
-                prior_goal_set=prior_goal_set, seed=seed,
+                sac.buffer_capacity,
+                sac.gamma,
+                her=sac.her,
+                her_max_goals=sac.her_max_goals,
+                prior_goal_set=prior_goal_set,
+                seed=seed,
             )
             self.restored_from = None
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from sacglam.envs.observation import split_goal
 from sacglam.types import Episode
@@ -25,9 +26,16 @@ class _Open:
 
     def episode(self, terminated: bool, truncated: bool, cut: bool) -> Episode:
         return Episode(
-            goal=self.goal, scene=self.scene, states=tuple(self.states), candidates=tuple(self.candidates),
-            actions=tuple(self.actions), rewards=tuple(self.rewards), terminated=terminated, truncated=truncated,
-            achieved_goals=tuple(self.achieved), cut=cut,
+            goal=self.goal,
+            scene=self.scene,
+            states=tuple(self.states),
+            candidates=tuple(self.candidates),
+            actions=tuple(self.actions),
+            rewards=tuple(self.rewards),
+            terminated=terminated,
+            truncated=truncated,
+            achieved_goals=tuple(self.achieved),
+            cut=cut,
         )
 
     def restart_from_last_state(self) -> None:
@@ -45,9 +53,7 @@ class EpisodeRecorder:
 
     def start(self, observations: Sequence[str], infos: dict[str, Any]) -> None:
         """After `reset`: every slot starts a new episode."""
-        self._open = [
-            _Open(o, c, s) for o, c, s in zip(observations, infos["candidates"], infos["scene"], strict=True)
-        ]
+        self._open = [_Open(o, c, s) for o, c, s in zip(observations, infos["candidates"], infos["scene"], strict=True)]
 
     def record(
         self,
@@ -73,7 +79,9 @@ class EpisodeRecorder:
             episode.states.append(split_goal(last_obs)[1])
             episode.candidates.append(tuple(last_candidates))
             if done:
-                finished.append(episode.episode(terminated=bool(terminated[i]), truncated=bool(truncated[i]), cut=False))
+                finished.append(
+                    episode.episode(terminated=bool(terminated[i]), truncated=bool(truncated[i]), cut=False)
+                )
                 self._open[i] = _Open(observations[i], infos["candidates"][i], infos["scene"][i])
         return finished
 

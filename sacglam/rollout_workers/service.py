@@ -17,7 +17,15 @@ class RolloutService:
     """At most one batch of episodes is on its way to the storage at a time (a bounded queue):
     the next `collect` waits for the previous hand-over before sending its own."""
 
-    def __init__(self, env_config: EnvConfig, num_envs: int, seed: int, inference: Handle, storage: Handle, threads: int | None = None):
+    def __init__(
+        self,
+        env_config: EnvConfig,
+        num_envs: int,
+        seed: int,
+        inference: Handle,
+        storage: Handle,
+        threads: int | None = None,
+    ):
         if threads:
             import torch
 

@@ -8,8 +8,8 @@ inference side stays stateless), and hands back the episodes that finished.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 

@@ -10,7 +10,8 @@ through the object store), and `LocalHandle` does the same for local futures.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 
 class Handle(Protocol):
