@@ -34,8 +34,8 @@ def test_local_handle_delivers_errors_at_resolve_like_ray():
             raise KeyError("boom")
 
     box = LocalHandle(Box())
-    assert resolve(box.call("double", box.call("double", 3))) == 12  # futures as arguments resolve
-    future = box.call("fail")
+    assert resolve(box.call(Box.double, box.call(Box.double, 3))) == 12  # futures as arguments resolve
+    future = box.call(Box.fail)
     with pytest.raises(KeyError, match="boom"):
         resolve(future)
 

@@ -23,7 +23,7 @@ from sacglam.learner.ppo import PPOLearner
 from sacglam.learner.ppo_rollout import rollout_from_segments
 from sacglam.learner.sac import SACLearner
 from sacglam.models.agent import GLAMAgent
-from sacglam.runtime.handles import Handle, LocalFuture, resolve
+from sacglam.runtime.handles import BatchSource, Handle, LocalFuture, RolloutSource, resolve
 
 
 class Training(Protocol):
@@ -46,8 +46,12 @@ class SACTraining:
         self._next_batch: Any = None
 
     def _batch(self):
-        current = self._next_batch if self._next_batch is not None else self.storage.call("sample", self.batch_share)
-        self._next_batch = self.storage.call("sample", self.batch_share)  # on its way while this one trains
+        current = (
+            self._next_batch
+            if self._next_batch is not None
+            else self.storage.call(BatchSource.sample, self.batch_share)
+        )
+        self._next_batch = self.storage.call(BatchSource.sample, self.batch_share)  # on its way while this one trains
         return resolve(current)
 
     def train(self, units: int) -> dict[str, float]:
@@ -88,7 +92,7 @@ class PPOTraining:
         """`units` rollouts (the driver asks for one at a time): PPO's epochs on the storage's rollout."""
         metrics: dict[str, float] = {}
         for _ in range(units):
-            segments = resolve(self.storage.call("rollout"))
+            segments = resolve(self.storage.call(RolloutSource.rollout))
             rollout, relabeled = rollout_from_segments(self.learner.agent, segments, self.config, self.rng)
             metrics = self.learner.update(rollout) | {"ppo/relabeled_transitions": relabeled}
         return metrics | {"learner/updates": self.learner.updates}

@@ -25,12 +25,15 @@ from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
 from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
+from sacglam.inference.server import InferenceServer
+from sacglam.learner.service import LearnerService
 from sacglam.pipeline.components import Components
 from sacglam.pipeline.metrics import MetricsLogger
 from sacglam.pipeline.schedules import make_schedule
 from sacglam.progress import advance
+from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
-from sacglam.runtime.handles import LocalFuture, resolve, resolve_all, wait_any
+from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
 
 
 @dataclass
@@ -68,7 +71,7 @@ class PipelineDriver:
         self.sync_stats: dict[str, float] = {}
         self.max_lag = 0
         self.latest_eval: dict[str, float] = {}
-        self.weights_nbytes = resolve(parts.learners[0].call("weights_nbytes"))
+        self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
         self.bar = tqdm(
             total=cfg.total_env_steps,
@@ -132,14 +135,14 @@ class PipelineDriver:
 
     def train(self, units: int) -> None:
         """Ask every learner for `units` of training (SAC: gradient steps; PPO: rollouts)."""
-        futures = [learner.call("train", units) for learner in self.parts.learners]
+        futures = [learner.call(LearnerService.train, units) for learner in self.parts.learners]
         self.in_flight[futures[0]] = ("train", (futures, units))
 
     def collect(self, vector_steps: int, explore: bool, worker: int | None = None, cut: bool = False) -> None:
         """Ask an idle rollout worker (`worker`, or the first idle one) for `vector_steps` steps of
         each of its environments; `cut` ends its open episodes' segments after them."""
         index = self.idle_workers.pop(0 if worker is None else self.idle_workers.index(worker))
-        future = self.parts.workers[index].call("collect", vector_steps, explore, cut)
+        future = self.parts.workers[index].call(RolloutService.collect, vector_steps, explore, cut)
         self.in_flight[future] = ("collect", (index, explore))
         self.issued_steps += vector_steps * (self.cfg.num_envs // self.cfg.pipeline.rollout_workers)
 
@@ -186,9 +189,9 @@ class PipelineDriver:
     def publish(self, wait: bool = False) -> None:
         """Rank 0's trainable state, once into the object store, to every inference actor."""
         version = self.c.updates
-        weights = self.parts.learners[0].call("weights")
+        weights = self.parts.learners[0].call(LearnerService.weights)
         started = time.perf_counter()
-        futures = [inference.call("set_weights", version, weights) for inference in self.parts.inference]
+        futures = [inference.call(InferenceServer.set_weights, version, weights) for inference in self.parts.inference]
         self.c.published = version
         if wait or all(isinstance(f, LocalFuture) for f in futures):  # local calls have already run
             resolve_all(futures)
@@ -210,7 +213,7 @@ class PipelineDriver:
         parts = training_evaluation(self.cfg)
         rank0 = self.parts.learners[0]
         with evaluation_bar(parts, self.cfg.progress) as bar:
-            results = run_evaluation(parts, lambda part: resolve(rank0.call("evaluate_part", part)), bar)
+            results = run_evaluation(parts, lambda part: resolve(rank0.call(LearnerService.evaluate_part, part)), bar)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
         self.logger.log(self.c.env_steps, results | {"time/train_seconds": self.c.train_seconds})
         if self.parts.dashboard is not None:
@@ -235,9 +238,9 @@ class PipelineDriver:
     def log(self) -> None:
         c = self.c
         episodes = sum(e for e, _ in c.recent)
-        stats = resolve(self.parts.storage.call("stats"))
+        stats = resolve(self.parts.storage.call(ExperienceStore.stats))
         for inference in self.parts.inference[:1]:
-            stats |= resolve(inference.call("stats"))
+            stats |= resolve(inference.call(InferenceServer.stats))
         record = (
             self.c.train_metrics
             | stats
@@ -264,9 +267,11 @@ class PipelineDriver:
         self._pause()
         c = self.c
         tmp = self.store.begin(c.env_steps)
-        workers = resolve_all([w.call("get_state") for w in self.parts.workers])  # also flushes their hand-overs
-        saving = self.parts.storage.call("save", str(tmp))
-        torch.save(resolve(self.parts.learners[0].call("state_dict")), tmp / "learner.pt")
+        workers = resolve_all(
+            [w.call(RolloutService.get_state) for w in self.parts.workers]
+        )  # also flushes their hand-overs
+        saving = self.parts.storage.call(ExperienceStore.save, str(tmp))
+        torch.save(resolve(self.parts.learners[0].call(LearnerService.state_dict)), tmp / "learner.pt")
         (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
         (tmp / "driver.json").write_text(json.dumps(asdict(c)))
         resolve(saving)
@@ -282,10 +287,10 @@ class PipelineDriver:
 def restore(parts: Components, checkpoint: Path) -> Counters:
     """Load a checkpoint into freshly built components (the replay actor restored itself)."""
     state = torch.load(checkpoint / "learner.pt", weights_only=False)  # our own file: it holds a TransitionBatch
-    resolve_all([learner.call("load_state_dict", state) for learner in parts.learners])
+    resolve_all([learner.call(LearnerService.load_state_dict, state) for learner in parts.learners])
     workers = pickle.loads((checkpoint / "workers.pkl").read_bytes())
     if len(workers) == len(parts.workers):
-        resolve_all([w.call("set_state", s) for w, s in zip(parts.workers, workers)])
+        resolve_all([w.call(RolloutService.set_state, s) for w, s in zip(parts.workers, workers)])
     else:  # a different worker count: the environments start fresh episodes
         print(
             f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "

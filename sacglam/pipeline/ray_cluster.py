@@ -20,7 +20,7 @@ from pathlib import Path
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
 from sacglam.pipeline.components import Components, envs_per_worker, storage_component, worker_seed
-from sacglam.runtime.handles import RayHandle, resolve_all
+from sacglam.runtime.handles import Component, RayHandle, resolve_all
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 
@@ -201,10 +201,10 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         )
         workers.append(RayHandle(actor))
         at += 1
-    resolve_all([h.call("ping") for h in [storage, *inference, *learners, *workers]])  # constructors done
+    resolve_all([h.call(Component.ping) for h in [storage, *inference, *learners, *workers]])  # constructors done
     if len(learners) > 1:
-        address, port = ray.get(learners[0].call("rendezvous"))
-        resolve_all([learner.call("join", address, port) for learner in learners])
+        address, port = ray.get(learners[0].call(LearnerService.rendezvous))
+        resolve_all([learner.call(LearnerService.join, address, port) for learner in learners])
 
     def close() -> None:
         for handle in [*workers, *learners, *inference, storage]:

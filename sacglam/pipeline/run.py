@@ -9,13 +9,14 @@ from dataclasses import replace
 import torch
 
 from sacglam.config import TrainConfig
+from sacglam.learner.service import LearnerService
 from sacglam.models.loading import check_model
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger
 from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
 from sacglam.runtime.checkpoint import CheckpointStore
-from sacglam.runtime.handles import resolve
+from sacglam.runtime.handles import ExperienceStore, resolve
 
 
 def run_pipeline(
@@ -57,19 +58,19 @@ def run_pipeline(
     try:
         if latest is not None:
             counters = restore(parts, latest)
-            stored = resolve(parts.storage.call("size"))
+            stored = resolve(parts.storage.call(ExperienceStore.size))
             announce(
                 f"resumed {cfg.output_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
                 f"{stored} transitions in storage"
             )
         else:
             counters = Counters(next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps)
-            warm = resolve(parts.learners[0].call("warm_start"))
+            warm = resolve(parts.learners[0].call(LearnerService.warm_start))
             if warm:
                 logger.log(0, warm)
         driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk)
         final = driver.run()
-        torch.save(resolve(parts.learners[0].call("state_dict")), cfg.output_dir / "learner.pt")
+        torch.save(resolve(parts.learners[0].call(LearnerService.state_dict)), cfg.output_dir / "learner.pt")
         return final
     finally:
         logger.close()

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sacglam.runtime.handles import resolve, resolve_all
+from sacglam.replay_actor.rollout import RolloutStorage
+from sacglam.rollout_workers.service import RolloutService
+from sacglam.runtime.handles import ExperienceStore, resolve, resolve_all
 
 if TYPE_CHECKING:
     from sacglam.pipeline.driver import PipelineDriver
@@ -81,7 +83,7 @@ class OffPolicySchedule:
     def collected(self, d: PipelineDriver, result: dict[str, Any]) -> None:
         sac = d.cfg.sac
         if d.c.learning_from is None and d.c.env_steps >= sac.random_steps:
-            if resolve(d.parts.storage.call("size")) >= sac.batch_size:
+            if resolve(d.parts.storage.call(ExperienceStore.size)) >= sac.batch_size:
                 d.c.learning_from = d.c.env_steps
 
     def trained(self, d: PipelineDriver, units: int) -> None:
@@ -120,7 +122,7 @@ class OnPolicySchedule:
                     d.collect(steps, explore=False, worker=index, cut=self.left[index] == 0)
         if not d.in_flight and all(n == 0 for n in self.left):
             # Every segment of the rollout must have reached the storage before the learners read it.
-            resolve_all([w.call("flush") for w in d.parts.workers])
+            resolve_all([w.call(RolloutService.flush) for w in d.parts.workers])
             self.training = True
             d.train(1)
 
@@ -130,7 +132,7 @@ class OnPolicySchedule:
     def trained(self, d: PipelineDriver, units: int) -> None:
         d.c.updates += units
         d.publish(wait=True)  # the next rollout acts with these weights: policy lag 0
-        resolve(d.parts.storage.call("clear"))
+        resolve(d.parts.storage.call(RolloutStorage.clear))
         self.training = False
         self.left = [self.rollout_vector_steps] * len(d.parts.workers)
 

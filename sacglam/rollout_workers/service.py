@@ -10,7 +10,7 @@ import numpy as np
 
 from sacglam.config import EnvConfig
 from sacglam.rollout_workers.worker import RolloutWorker
-from sacglam.runtime.handles import Handle, resolve
+from sacglam.runtime.handles import EpisodeSink, Handle, PolicySource, resolve
 
 
 class RolloutService:
@@ -35,7 +35,9 @@ class RolloutService:
         self._in_flight: Any = None
 
     def _distributions(self, observations, candidates) -> tuple[np.ndarray, int]:
-        return resolve(self.inference.call("distributions", list(observations), [list(c) for c in candidates]))
+        return resolve(
+            self.inference.call(PolicySource.distributions, list(observations), [list(c) for c in candidates])
+        )
 
     def collect(self, vector_steps: int, explore: bool = False, cut: bool = False) -> dict[str, Any]:
         """Step, hand the episodes to the storage (replay or rollout), return the chunk's figures.
@@ -44,7 +46,7 @@ class RolloutService:
         got = self.worker.collect(vector_steps, None if explore else self._distributions, cut=cut)
         self.flush()
         if got.episodes:
-            self._in_flight = self.storage.call("add_episodes", got.episodes)
+            self._in_flight = self.storage.call(EpisodeSink.add_episodes, got.episodes)
         finished = [e for e in got.episodes if not e.cut]
         return {
             "env_steps": got.env_steps,
