@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TORCH_CPU ?= torch==2.13.0
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-fast check bench clean
 
 setup: $(STAMP)
 
@@ -44,11 +44,23 @@ demo: setup
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/sacglam demo $(DEMO_ARGS)
 
-test: setup
+# The whole suite, after the static checks: lint, format, types, and the layer contract.
+test: setup check
 	$(PY) -m pytest
 
+# The inner loop (about 30 s): everything but the slow tiers (learning run, SmolLM2, Ray, Tune).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not ray and not tune"
+
+check: setup
+	$(VENV)/bin/ruff check sacglam tests benchmarks
+	$(VENV)/bin/ruff format --check sacglam tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+# Lists every benchmark with the claim it measures and its command (each writes benchmarks/results/).
 bench: setup
-	$(PY) benchmarks/env_throughput.py
+	$(PY) benchmarks/index.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis runs

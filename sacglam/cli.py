@@ -26,7 +26,7 @@ from typing import Any
 
 import tyro
 
-from sacglam.config import EnvConfig, EvalConfig, TrainConfig
+from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig
 from sacglam.config_io import from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
 from sacglam.envs.expert import ExpertPolicy
@@ -58,14 +58,15 @@ def make_policy(name: str, cfg: EvalConfig) -> Policy:
         transformers.utils.logging.disable_progress_bar()  # keep the evaluation's own bar readable
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
-        global _AGENT
-        if _AGENT is None or _AGENT.config != cfg.agent:
-            _AGENT = GLAMAgent(cfg.agent).eval()
-        return LLMPolicy(_AGENT, greedy=name == "llm-greedy", seed=cfg.seed)
+        agent = _AGENTS.get(cfg.agent)
+        if agent is None:
+            _AGENTS.clear()  # one LLM agent per process, shared by the llm-* policies
+            agent = _AGENTS[cfg.agent] = GLAMAgent(cfg.agent).eval()
+        return LLMPolicy(agent, greedy=name == "llm-greedy", seed=cfg.seed)
     raise ValueError(f"unknown policy {name!r}; choose expert, random, llm-sampled or llm-greedy")
 
 
-_AGENT = None  # one LLM agent per process, shared by the llm-* policies
+_AGENTS: dict[AgentConfig, Any] = {}  # the agent of the last agent config asked for
 
 
 def policy_label(name: str, cfg: EvalConfig) -> str:
@@ -291,7 +292,7 @@ def main(args: list[str] | None = None) -> None:
         cfg = parse(sys.argv[1:] if args is None else list(args))
         for cls, run in COMMANDS.values():
             if isinstance(cfg, cls):
-                run(cfg)
+                run(cfg)  # type: ignore[operator]
     except UserInputError as error:
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sacglam.envs.playground_text import PlaygroundText, validate_env_args
 from sacglam.envs.vector import PlaygroundTextVector
@@ -206,8 +206,8 @@ class SACConfig:
     @classmethod
     def with_her(cls, **overrides) -> SACConfig:
         """SAC-GLAM+HER (paper table 3): HER, 50/50 batches, alpha 0.05, target entropy 0.01."""
-        values = dict(her=True, sampling="ratio", alpha_init=0.05, target_entropy=0.01) | overrides
-        return cls(**values)
+        values: dict[str, Any] = {"her": True, "sampling": "ratio", "alpha_init": 0.05, "target_entropy": 0.01}
+        return cls(**(values | overrides))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import types
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -44,7 +44,7 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
 def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cast(Any, cls))}
     hints = get_type_hints(cls)
     for key in data:
         if key not in fields:
@@ -61,7 +61,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
 def _convert(tp: Any, value: Any, where: str) -> Any:
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, where)
+        return from_dict(cast(type, tp), value, where)
     if origin in (Union, types.UnionType):
         options = get_args(tp)
         if value is None and type(None) in options:

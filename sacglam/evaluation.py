@@ -78,8 +78,10 @@ def run_episodes(
             slot_steps[slot] += 1
             slot_obs[slot], slot_candidates[slot] = obs, info["candidates"]
             if terminated or truncated:
-                spec = specs[slot_spec[slot]]
-                results[slot_spec[slot]] = EpisodeResult(
+                index = slot_spec[slot]
+                assert index is not None  # an active slot runs an episode
+                spec = specs[index]
+                results[index] = EpisodeResult(
                     goal=spec.goal,
                     goal_type=goal_type(spec.goal),
                     seed=spec.seed,
@@ -138,7 +140,7 @@ def training_evaluation(cfg: TrainConfig) -> list[EvaluationPart]:
     seed = cfg.seed + EVAL_SEED_OFFSET
     for env in (cfg.env, cfg.env.held_out):
         specs = episode_specs(env.goals, cfg.eval_episodes, seed)
-        for mode in MODES:
+        for mode in ("sampled", "greedy"):
             for k, start in enumerate(range(0, len(specs), EVAL_PART_EPISODES)):
                 part_seed = random.Random(f"evaluation/{env.goals}/{mode}/{seed}/{k}").randrange(2**31)
                 chunk = tuple(specs[start : start + EVAL_PART_EPISODES])

@@ -102,6 +102,17 @@ class Episode:
 
 
 @dataclass(frozen=True)
+class ChunkReport:
+    """What a rollout worker reports of one collection call (its episodes went to the storage)."""
+
+    env_steps: int  # environment steps taken (vector steps x environments)
+    episodes: int  # episodes that ended (terminated or truncated; not the segments a rollout's end cut)
+    successes: int  # of which terminated: the goal was achieved
+    episode_steps: int  # steps of those episodes
+    policy_version: int  # the oldest weights version that chose an action (-1: uniform-random actions only)
+
+
+@dataclass(frozen=True)
 class Relabel:
     """A hindsight goal for the first `length` steps of an episode: reward 1 at step length-1,
     which terminates the relabeled episode (HER with the social partner's goals)."""

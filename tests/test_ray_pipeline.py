@@ -24,7 +24,7 @@ from sacglam.pipeline.run import run_pipeline  # noqa: E402
 from sacglam.replay_actor.buffer import ReplayBuffer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 SMALL = ResourcesConfig(worker_cpus=0.25, inference_cpus=0.25, learner_cpus=0.5, replay_cpus=0.25)
 
 

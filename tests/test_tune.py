@@ -59,6 +59,8 @@ def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.tune
 def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
     ray = pytest.importorskip("ray")
     import pyarrow.parquet as pq

@@ -54,6 +54,7 @@ def goal_objects(goal: Goal, rng: random.Random) -> list[SceneObject]:
     placed: list[SceneObject] = []
     for part in goal:
         if _is_exact(part):
+            assert part.color is not None  # an exact part names its colour
             target = (part.color, part.name)
             if target not in placed:
                 placed.append(target)

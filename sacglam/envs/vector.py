@@ -137,7 +137,7 @@ class PlaygroundTextVector(VectorEnv):
                 "options must be a dict with keys among 'goal' and 'scene', each a list with one entry "
                 f"(or None) per environment; got {options!r}"
             )
-        per_env: list[dict[str, Any] | None] = [{} for _ in range(self.num_envs)]
+        per_env: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for key, values in options.items():
             if isinstance(values, str) or len(values) != self.num_envs:
                 raise ValueError(f"options[{key!r}] must be a list of {self.num_envs} entries (one per environment)")

@@ -81,7 +81,7 @@ def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> 
     else:  # tables written before the cumulative counts were logged: the trainers' rolling rate
         curve = [(r["env_steps"], r["train/success"]) for r in rows if _present(r.get("train/success"))]
     seconds = {r["env_steps"]: r["seconds"] for r in rows if _present(r.get("seconds"))}
-    last_eval = next((r for r in reversed(rows) if _present(r.get("eval/train/sampled/all"))), {})
+    last_eval: dict[str, Any] = next((r for r in reversed(rows) if _present(r.get("eval/train/sampled/all"))), {})
     evaluation = {
         f"{goals}/{mode}/{goal_type}": last_eval[key]
         for goals in ("train", "test")
@@ -158,7 +158,9 @@ def checks(methods: dict[str, Any], threshold: float) -> dict[str, Any]:
     ppo_all = len(ppo_steps) == len(ppo["steps_to_threshold"])
     ppo_need = min(ppo_steps) if ppo_all else budget  # fastest seed; not reached: more than the budget
     if her_need is None:
-        half = False
+        half: bool | None = False
+    elif ppo_need is None:
+        half = None  # no PPO curve to compare with
     elif ppo_all or her_need <= ppo_need / 2:
         half = her_need <= ppo_need / 2
     else:

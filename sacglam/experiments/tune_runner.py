@@ -143,8 +143,9 @@ def run_grid(
             indent=2,
         )
     )
-    errors = [r for r in grid if r.error is not None]
-    write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in grid})
+    results = [grid[i] for i in range(len(grid))]
+    errors = [r for r in results if r.error is not None]
+    write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in results})
     if errors:
         print(
             f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
@@ -153,5 +154,6 @@ def run_grid(
     return experiment_dir
 
 
-def _trial_name(config: dict) -> str:
+def _trial_name(config: dict | None) -> str:
+    assert config is not None  # every trial of the grid has its parameters
     return config["__trial__"]["trial"]["name"]

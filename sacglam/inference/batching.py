@@ -25,32 +25,33 @@ class MicroBatcher:
         self.items = 0
 
     async def submit(self, request: Any, size: int) -> Any:
-        if self._loop_task is None:
+        if self._loop_task is None or self._arrived is None:
             self._arrived = asyncio.Event()
-            self._loop_task = asyncio.get_running_loop().create_task(self._serve())
+            self._loop_task = asyncio.get_running_loop().create_task(self._serve(self._arrived))
         future = asyncio.get_running_loop().create_future()
         self._queue.append((request, size, future))
         self._arrived.set()
         return await future
 
-    async def _serve(self) -> None:
+    async def _serve(self, arrived: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await self._arrived.wait()
+            await arrived.wait()
             deadline = loop.time() + self.max_wait_s
             while sum(s for _, s, _ in self._queue) < self.max_items and loop.time() < deadline:
-                self._arrived.clear()
+                arrived.clear()
                 try:
-                    await asyncio.wait_for(self._arrived.wait(), timeout=max(deadline - loop.time(), 0))
+                    await asyncio.wait_for(arrived.wait(), timeout=max(deadline - loop.time(), 0))
                 except TimeoutError:
                     break
-            batch, total = [], 0
+            batch: list[tuple[Any, int, asyncio.Future]] = []
+            total = 0
             while self._queue and (not batch or total + self._queue[0][1] <= self.max_items):
                 item = self._queue.pop(0)
                 batch.append(item)
                 total += item[1]
             if not self._queue:
-                self._arrived.clear()
+                arrived.clear()
             try:
                 results = await loop.run_in_executor(None, self.run_batch, [r for r, _, _ in batch])
             except Exception as error:  # every caller of the batch gets the error

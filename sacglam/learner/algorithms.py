@@ -27,7 +27,8 @@ from sacglam.runtime.handles import BatchSource, Handle, LocalFuture, RolloutSou
 
 
 class Training(Protocol):
-    learner: SACLearner | PPOLearner
+    @property
+    def learner(self) -> SACLearner | PPOLearner: ...
 
     def train(self, units: int) -> dict[str, float]: ...
 
@@ -110,5 +111,6 @@ class PPOTraining:
 
 def make_training(agent: GLAMAgent, cfg: TrainConfig, storage: Handle, rank: int = 0, world_size: int = 1) -> Training:
     """The learner side of `cfg.algo`: SAC-GLAM(+HER) or PPO-GLAM."""
-    kind = PPOTraining if cfg.algo == "ppo" else SACTraining
-    return kind(agent, cfg, storage, rank, world_size)
+    if cfg.algo == "ppo":
+        return PPOTraining(agent, cfg, storage, rank, world_size)
+    return SACTraining(agent, cfg, storage, rank, world_size)

@@ -5,6 +5,7 @@ parameters with a gradient is the same on every rank."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
@@ -41,7 +42,7 @@ def broadcast_parameters(parameters: list[torch.Tensor]) -> None:
             offset += p.numel()
 
 
-def average_gradients(parameters: list[torch.Tensor], finite: bool) -> bool:
+def average_gradients(parameters: Sequence[torch.Tensor], finite: bool) -> bool:
     """Replace each parameter's gradient by its mean over the ranks (parameters without a gradient
     are skipped); returns whether every rank's losses were finite, and averages nothing when one
     was not. Two all-reduces: the finite flags first, because a rank whose loss broke ran no
@@ -50,14 +51,14 @@ def average_gradients(parameters: list[torch.Tensor], finite: bool) -> bool:
     dist.all_reduce(flag)
     if bool(flag[0] > 0):
         return False
-    with_grad = [p for p in parameters if p.grad is not None]
-    if not with_grad:
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
         return True
-    flat = torch.cat([p.grad.reshape(-1) for p in with_grad])
+    flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat)
     flat /= dist.get_world_size()
     offset = 0
-    for p in with_grad:
-        p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
-        offset += p.numel()
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
     return True

@@ -40,7 +40,7 @@ class PPOLearner:
             raise ValueError("PPO-GLAM needs a value head: AgentConfig(critic='value')")
         self.agent, self.config = agent, config
         self.rank, self.world_size = rank, world_size
-        self._params = [p for p in agent.parameters() if p.requires_grad]
+        self._params: list[torch.Tensor] = [p for p in agent.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(self._params, lr=config.lr)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0  # gradient steps applied

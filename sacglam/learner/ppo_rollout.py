@@ -19,6 +19,7 @@ forward saw: the behaviour policy's log-probabilities and the value head on ever
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -116,7 +117,7 @@ def rollout_from_segments(
     behavior = [log_pis[k] for k in flat]
     old_log_prob = torch.stack([row[a] for row, a in zip(behavior, actions.tolist())])
     adv = torch.cat(advantages)
-    parts = {
+    parts: dict[str, Any] = {
         "observations": [prompts[k] for k in flat],
         "candidates": [candidates[k] for k in flat],
         "actions": actions,

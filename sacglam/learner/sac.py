@@ -58,13 +58,14 @@ class SACLearner:
             raise ValueError("SAC needs an agent with a critic: AgentConfig(critic='action' or 'observation')")
         self.agent, self.config = agent, config
         device = agent.device
+        assert agent.critic is not None
         critic_params = [p for p in agent.critic.parameters()]
         critic_ids = {id(p) for p in critic_params}
         llm_params = [p for p in agent.parameters() if p.requires_grad and id(p) not in critic_ids]
         self.optimizer = torch.optim.Adam(
             [{"params": llm_params, "lr": config.actor_lr}, {"params": critic_params, "lr": config.critic_lr}]
         )
-        self._params = llm_params + critic_params  # what gradient clipping covers
+        self._params: list[torch.Tensor] = [*llm_params, *critic_params]  # what gradient clipping covers
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
@@ -102,6 +103,7 @@ class SACLearner:
             out = agent.outputs_from_scores(current, scores)
         else:
             out = agent(current)
+        assert out.q is not None and out.q_critics is not None and next_q_target is not None  # a Q-critic agent
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
         q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)

@@ -9,6 +9,7 @@ is what a learner ships to inference.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from peft import LoraConfig, get_peft_model
@@ -59,13 +60,13 @@ class GLAMAgent(nn.Module):
                 lora_dropout=0.0,
                 target_modules=list(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind]),
             )
-            self.llm = get_peft_model(lm.model, lora)
+            self.llm: nn.Module = get_peft_model(lm.model, lora)
         else:
             self.llm = lm.model
             for p in self.llm.parameters():
                 p.requires_grad_(True)
-        hidden = lm.model.get_input_embeddings().embedding_dim
-        device = lm.model.get_input_embeddings().weight.device
+        embeddings = cast(nn.Embedding, lm.model.get_input_embeddings())
+        hidden, device = embeddings.embedding_dim, embeddings.weight.device
         if config.critic == "action":
             self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)
         elif config.critic == "observation":
@@ -77,7 +78,7 @@ class GLAMAgent(nn.Module):
         else:
             self.critic = None
         self._candidate_tokens = CandidateTokenCache(self.tokenizer, leading_space=self.kind == "causal")
-        self._decoder_start = getattr(lm.model.config, "decoder_start_token_id", None)
+        self._decoder_start: int = getattr(lm.model.config, "decoder_start_token_id", None) or 0
 
     @property
     def device(self) -> torch.device:
@@ -148,6 +149,7 @@ class GLAMAgent(nn.Module):
             q = torch.zeros((n, *mask.shape), dtype=torch.float32, device=mask.device)
             return q.index_put((torch.arange(n, device=mask.device)[:, None], state[None], slot[None]), per_candidate)
         features = scores.prompt_features.detach() if detach else scores.prompt_features
+        assert isinstance(self.critic, ObservationCritic)
         C = mask.shape[1]
         if C > self.critic.max_actions:
             raise ValueError(

@@ -150,8 +150,16 @@ def encode_packed_causal(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     # Rows are built as Python lists and turned into tensors once: per-slice tensor writes cost
     # more than the forward pass itself for small models.
-    id_rows, position_rows, segment_rows = [], [], []  # segment 0: prompt, k+1: candidate k, -1: padding
-    logit_rows, target_row, target_ids, target_candidate, candidate_last, prompt_last = [], [], [], [], [], []
+    # segment 0: prompt, k+1: candidate k, -1: padding
+    id_rows: list[list[int]] = []
+    position_rows: list[list[int]] = []
+    segment_rows: list[list[int]] = []
+    logit_rows: list[int] = []
+    target_row: list[int] = []
+    target_ids: list[int] = []
+    target_candidate: list[int] = []
+    candidate_last: list[int] = []
+    prompt_last: list[int] = []
     n = 0  # running candidate number over the batch
     for b, (p_ids, cs) in enumerate(zip(prompt_ids, cand_ids)):
         P = len(p_ids)

@@ -20,10 +20,11 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from transformers import (
@@ -71,7 +72,7 @@ def available_models() -> list[str]:
     return sorted(EMBEDDED_MODELS) + sorted(TINY_MODELS)
 
 
-def _publish(build: callable, target: Path) -> Path:
+def _publish(build: Callable[[Path], None], target: Path) -> Path:
     """Write a model directory with `build(tmp_dir)` and move it into place atomically, so a
     killed conversion or two concurrent ones never leave a half-written cache entry."""
     if (target / "config.json").exists():
@@ -184,7 +185,7 @@ def load_language_model(
     """
     path, kind = check_model(name)
     auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
-    kwargs = {"dtype": dtype}
+    kwargs: dict[str, Any] = {"dtype": dtype}
     if load_in_4bit:
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
@@ -193,7 +194,7 @@ def load_language_model(
     with _quiet_loading():
         model = auto.from_pretrained(path, local_files_only=_local_files_only(), **kwargs)
     if not load_in_4bit:
-        model = model.to(device)
+        model = model.to(device)  # type: ignore[arg-type]  # transformers' to() takes a device
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=_local_files_only())
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
+from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_outputs import BaseModelOutput
 
@@ -34,8 +36,13 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     )[:, None]
 
 
+def model_device(model: PreTrainedModel) -> torch.device:
+    """Where the model's input embeddings live (the device its inputs go to)."""
+    return cast(nn.Embedding, model.get_input_embeddings()).weight.device
+
+
 def _float_dtype(model: PreTrainedModel) -> torch.dtype:
-    dtype = model.get_input_embeddings().weight.dtype
+    dtype = cast(nn.Embedding, model.get_input_embeddings()).weight.dtype
     return dtype if dtype.is_floating_point else torch.float32
 
 
@@ -126,7 +133,7 @@ def naive_score_causal(
             rows.append(p + a)
             spans.append((len(p), len(a)))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids, mask = _right_padded(rows, pad, model.get_input_embeddings().weight.device)
+    ids, mask = _right_padded(rows, pad, model_device(model))
     hidden = model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
     log_probs = model.get_output_embeddings()(hidden).float().log_softmax(-1)
     ll, features, prompt_features = [], [], []
@@ -151,11 +158,13 @@ def naive_score_seq2seq(
     `[start] + action` in the decoder (both right-padded), full LM head everywhere. Logits at
     positions 0..L-1 score the action's tokens; the feature is the decoder's last hidden state at
     position L (after the action's last token); the prompt feature is position 0 (the start token)."""
-    device = model.get_input_embeddings().weight.device
+    device = model_device(model)
     start = model.config.decoder_start_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     prompt_ids = tokenizer(list(prompts))["input_ids"]
-    encoder_rows, decoder_rows, firsts = [], [], []
+    encoder_rows: list[list[int]] = []
+    decoder_rows: list[list[int]] = []
+    firsts: list[int] = []
     for p, cs in zip(prompt_ids, candidates):
         firsts.append(len(decoder_rows))
         for action in cs:

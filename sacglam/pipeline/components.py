@@ -8,7 +8,7 @@ learners averaging their shares' gradients, since every loss is a batch mean).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,9 @@ from sacglam.runtime.handles import Handle, LocalHandle
 @dataclass
 class Components:
     storage: Handle  # where the rollout workers' episodes go: the replay actor (SAC) or the rollout storage (PPO)
-    inference: list[Handle]
-    workers: list[Handle]
-    learners: list[Handle]
+    inference: Sequence[Handle]
+    workers: Sequence[Handle]
+    learners: Sequence[Handle]
     dashboard: Any = None  # RayDashboardMetrics on Ray, None locally
     dashboard_url: str | None = None
     close: Callable[[], None] = field(default=lambda: None)

@@ -5,6 +5,7 @@ environment steps and episodes. The dashboard's Metrics view (Prometheus/Grafana
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -22,7 +23,7 @@ class RayDashboardMetrics:
         from ray.util import metrics
 
         self._metrics, self.run = metrics, run
-        self._gauges: dict[str, object] = {}
+        self._gauges: dict[str, Any] = {}
         self.env_steps = metrics.Counter("sacglam_env_steps", description="Environment steps taken", tag_keys=("run",))
         self.env_steps.set_default_tags({"run": run})
         self.episodes = metrics.Counter("sacglam_episodes", description="Episodes finished", tag_keys=("run",))

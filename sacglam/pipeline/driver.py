@@ -34,6 +34,7 @@ from sacglam.progress import advance
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
+from sacglam.types import ChunkReport
 
 
 @dataclass
@@ -161,22 +162,22 @@ class PipelineDriver:
             resolve(future)
             self._synced(*info)
 
-    def _collected(self, result: dict[str, Any], worker: int, explore: bool) -> None:
+    def _collected(self, result: ChunkReport, worker: int, explore: bool) -> None:
         c = self.c
         self.idle_workers.append(worker)
-        c.env_steps += result["env_steps"]
-        c.episodes += result["episodes"]
-        c.successes += result["successes"]
-        c.recent.append((result["episodes"], result["successes"]))
+        c.env_steps += result.env_steps
+        c.episodes += result.episodes
+        c.successes += result.successes
+        c.recent.append((result.episodes, result.successes))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
-        advance(self.bar, result["env_steps"])
+        advance(self.bar, result.env_steps)
         if self.parts.dashboard is not None:
-            self.parts.dashboard.count(result["env_steps"], result["episodes"])
+            self.parts.dashboard.count(result.env_steps, result.episodes)
         if not explore:
-            if result["policy_version"] < 0 <= c.published:
+            if result.policy_version < 0 <= c.published:
                 self.publish()  # a restarted inference actor came back without weights
-            self.max_lag = max(self.max_lag, c.updates - result["policy_version"])
+            self.max_lag = max(self.max_lag, c.updates - result.policy_version)
         self.schedule.collected(self, result)
         if c.env_steps >= c.next_log:
             self.log()
@@ -297,5 +298,5 @@ def restore(parts: Components, checkpoint: Path) -> Counters:
             "open episodes are dropped and environments reset"
         )
     counters = Counters(**json.loads((checkpoint / "driver.json").read_text()))
-    counters.recent = [tuple(r) for r in counters.recent]
+    counters.recent = [(int(e), int(s)) for e, s in counters.recent]
     return counters

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
@@ -51,9 +53,12 @@ def connect(address: str | None) -> str | None:
     """Join or start Ray; returns the dashboard URL (None when there is no dashboard)."""
     import ray
 
+    context: Any
     if not ray.is_initialized():
         try:
-            context = ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+            context = ray.init(
+                address=address, log_to_driver=True, configure_logging=True, logging_level=logging.WARNING
+            )
         except ConnectionError as error:
             raise ClusterUnreachableError(
                 f"cannot join the Ray cluster at {address!r} ({error}): check the address (`ray status` on the head "
@@ -178,16 +183,16 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         at += 1
     learners = []
     for rank in range(p.learners):
-        actor = (
+        learner_actor = (
             ray.remote(LearnerService)
             .options(**options(at, restart=False))
             .remote(cfg, storage, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming)
         )
-        learners.append(RayHandle(actor))
+        learners.append(RayHandle(learner_actor))
         at += 1
     workers = []
     for i in range(p.rollout_workers):
-        actor = (
+        worker_actor = (
             ray.remote(RolloutService)
             .options(**options(at, restart=True))
             .remote(
@@ -199,7 +204,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
                 threads(res.worker_cpus),
             )
         )
-        workers.append(RayHandle(actor))
+        workers.append(RayHandle(worker_actor))
         at += 1
     resolve_all([h.call(Component.ping) for h in [storage, *inference, *learners, *workers]])  # constructors done
     if len(learners) > 1:

@@ -19,11 +19,12 @@ schedule is the algorithm's plug-in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sacglam.replay_actor.rollout import RolloutStorage
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.handles import ExperienceStore, resolve, resolve_all
+from sacglam.types import ChunkReport
 
 if TYPE_CHECKING:
     from sacglam.pipeline.driver import PipelineDriver
@@ -40,7 +41,7 @@ class Schedule(Protocol):
     def issue(self, driver: PipelineDriver) -> None:
         """Start the collection and training calls the schedule allows now."""
 
-    def collected(self, driver: PipelineDriver, result: dict[str, Any]) -> None:
+    def collected(self, driver: PipelineDriver, result: ChunkReport) -> None:
         """A collection chunk came back (the driver has counted it)."""
 
     def trained(self, driver: PipelineDriver, units: int) -> None:
@@ -80,7 +81,7 @@ class OffPolicySchedule:
                 return
             d.collect(d.cfg.pipeline.chunk_steps, explore=d.issued_steps < sac.random_steps)
 
-    def collected(self, d: PipelineDriver, result: dict[str, Any]) -> None:
+    def collected(self, d: PipelineDriver, result: ChunkReport) -> None:
         sac = d.cfg.sac
         if d.c.learning_from is None and d.c.env_steps >= sac.random_steps:
             if resolve(d.parts.storage.call(ExperienceStore.size)) >= sac.batch_size:
@@ -126,7 +127,7 @@ class OnPolicySchedule:
             self.training = True
             d.train(1)
 
-    def collected(self, d: PipelineDriver, result: dict[str, Any]) -> None:
+    def collected(self, d: PipelineDriver, result: ChunkReport) -> None:
         pass
 
     def trained(self, d: PipelineDriver, units: int) -> None:

@@ -197,6 +197,12 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ sampling
 
+    def _built_index(self) -> dict:
+        """The sampling index, built if a change dropped it."""
+        if self._index is None:
+            self._index = self._build_index()
+        return self._index
+
     def _build_index(self) -> dict:
         """Flat arrays over the two pools: for entry i, its episode position, goal, length,
         whether it is a relabel, its goal type, and cumulative transition counts."""
@@ -229,7 +235,7 @@ class ReplayBuffer:
 
     def _draw(self, pool: str, count: int) -> tuple[np.ndarray, np.ndarray]:
         """`count` transitions uniform over a pool: (entry indices, step indices)."""
-        entries, cumulative = self._index["pools"][pool]
+        entries, cumulative = self._built_index()["pools"][pool]
         if count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if len(entries) == 0:
@@ -247,14 +253,13 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty: add episodes before sampling")
         if n_step < 1 or batch_size < 1:
             raise ValueError(f"n_step and batch_size must be >= 1, got {n_step}, {batch_size}")
-        if self._index is None:
-            self._index = self._build_index()
+        index = self._built_index()
         if mode == "uniform":
             entries, steps = self._draw("all", batch_size)
         elif mode == "ratio":
             if not 0.0 <= relabeled_fraction <= 1.0:
                 raise ValueError(f"relabeled_fraction must be in [0, 1], got {relabeled_fraction}")
-            has_relabels = len(self._index["pools"]["relabeled"][0]) > 0
+            has_relabels = len(index["pools"]["relabeled"][0]) > 0
             n_relabeled = round(batch_size * relabeled_fraction) if has_relabels else 0
             relabeled_draw = self._draw("relabeled", n_relabeled)
             env_draw = self._draw("env", batch_size - n_relabeled)
@@ -268,14 +273,14 @@ class ReplayBuffer:
     def _draw_prior(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         share = goal_type_shares(self.prior_goal_set)
         weights = np.array(
-            [share[t] if len(self._index["pools"][f"type{i}"][0]) else 0.0 for i, t in enumerate(GOAL_TYPES)]
+            [share[t] if len(self._built_index()["pools"][f"type{i}"][0]) else 0.0 for i, t in enumerate(GOAL_TYPES)]
         )
         counts = self.rng.multinomial(batch_size, weights / weights.sum())
         draws = [self._draw(f"type{i}", int(c)) for i, c in enumerate(counts)]
         return np.concatenate([d[0] for d in draws]), np.concatenate([d[1] for d in draws])
 
     def _transitions(self, entries: np.ndarray, steps: np.ndarray, n_step: int) -> TransitionBatch:
-        index = self._index
+        index = self._built_index()
         obs, cands, next_obs, next_cands, goals = [], [], [], [], []
         actions, rewards, discounts, terminals = [], [], [], []
         for entry, t in zip(entries.tolist(), steps.tolist()):

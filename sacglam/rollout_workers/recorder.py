@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from sacglam.envs.observation import split_goal
 from sacglam.types import Episode
 
@@ -59,9 +61,9 @@ class EpisodeRecorder:
         self,
         actions: Sequence[str],
         observations: Sequence[str],
-        rewards: Sequence[float],
-        terminated: Sequence[bool],
-        truncated: Sequence[bool],
+        rewards: Sequence[float] | np.ndarray,
+        terminated: Sequence[bool] | np.ndarray,
+        truncated: Sequence[bool] | np.ndarray,
         infos: dict[str, Any],
     ) -> list[Episode]:
         """After `step(actions)`: append the step to every slot; return the episodes that ended."""

@@ -11,6 +11,7 @@ import numpy as np
 from sacglam.config import EnvConfig
 from sacglam.rollout_workers.worker import RolloutWorker
 from sacglam.runtime.handles import EpisodeSink, Handle, PolicySource, resolve
+from sacglam.types import ChunkReport
 
 
 class RolloutService:
@@ -39,7 +40,7 @@ class RolloutService:
             self.inference.call(PolicySource.distributions, list(observations), [list(c) for c in candidates])
         )
 
-    def collect(self, vector_steps: int, explore: bool = False, cut: bool = False) -> dict[str, Any]:
+    def collect(self, vector_steps: int, explore: bool = False, cut: bool = False) -> ChunkReport:
         """Step, hand the episodes to the storage (replay or rollout), return the chunk's figures.
         `explore`: uniform-random actions (the paper's optional random steps before learning);
         `cut`: end the open episodes' segments after the last step (an on-policy rollout's end)."""
@@ -48,13 +49,13 @@ class RolloutService:
         if got.episodes:
             self._in_flight = self.storage.call(EpisodeSink.add_episodes, got.episodes)
         finished = [e for e in got.episodes if not e.cut]
-        return {
-            "env_steps": got.env_steps,
-            "episodes": len(finished),
-            "successes": sum(e.terminated for e in finished),
-            "episode_steps": sum(len(e.actions) for e in finished),
-            "policy_version": got.policy_version,
-        }
+        return ChunkReport(
+            env_steps=got.env_steps,
+            episodes=len(finished),
+            successes=sum(e.terminated for e in finished),
+            episode_steps=sum(len(e.actions) for e in finished),
+            policy_version=got.policy_version,
+        )
 
     def flush(self) -> bool:
         """Wait until the last hand-over to the storage is done."""

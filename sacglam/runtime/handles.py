@@ -132,6 +132,7 @@ class RayHandle:
         if self.actor is None:
             import ray
 
+            assert self.name is not None  # a handle pickled without its actor always has a name
             self.actor = ray.get_actor(self.name)
         return getattr(self.actor, method_name(method)).remote(*args, **kwargs)
 
