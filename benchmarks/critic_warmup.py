@@ -1,5 +1,5 @@
 """The critic warm-up, head only (pi frozen) against through the shared LLM weights: SAC-GLAM+HER on
-the simplified and the full task, 3 seeds each, through `sacglam tune tune_configs/warmup.yaml`.
+the simplified and the full task, 3 seeds each, through `sacglam tune tune_configs/experiments/warmup.yaml`.
 
 For each trial it reads the evaluation curve of the sampled policy on the train goals and reports:
 - start: success before any update (the warm-started policy);
@@ -103,7 +103,7 @@ def main(args: Args) -> None:
             [
                 str(Path(sys.executable).parent / "sacglam"),
                 "tune",
-                "tune_configs/warmup.yaml",
+                "tune_configs/experiments/warmup.yaml",
                 "--form",
                 args.form,
                 "--storage",

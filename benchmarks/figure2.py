@@ -1,7 +1,7 @@
 """The paper's figure 2 at CPU scale (issue 8): SAC-GLAM+HER, SAC-GLAM and PPO-GLAM on the full
 Playground-Text task, 3 seeds each, through `sacglam tune` (the project's trainers and pipeline).
 
-Runs the `cpu-full` form of `tune_configs/figure2.yaml` (25.6k env steps; `cpu-full-64k` is the
+Runs the `cpu-full` form of `tune_configs/experiments/figure2.yaml` (25.6k env steps; `cpu-full-64k` is the
 documented longer run), then writes, next to a copy of the results table:
 - figure2.png: training success (last 6.4k steps) against env steps and against seconds, mean ± std
   over seeds, and the last evaluation's success per goal type (sampled and greedy);
@@ -13,7 +13,7 @@ and prints a table.
 
     .venv/bin/python benchmarks/figure2.py [--form cpu-full] [--fresh]
     .venv/bin/python benchmarks/figure2.py --results runs/tune/figure2-cpu-full   # analyse only
-    # the stability study (tune_configs/stability.yaml) against cpu-full's SAC+HER and PPO-GLAM:
+    # the stability study (tune_configs/experiments/stability.yaml) against cpu-full's SAC+HER and PPO-GLAM:
     .venv/bin/python benchmarks/figure2.py --results runs/tune/stability-cpu-full \
         --also runs/tune/figure2-cpu-full --output benchmarks/results/stability/cpu-full
 """
@@ -31,7 +31,7 @@ import tyro
 
 @dataclass(frozen=True)
 class Args:
-    experiment: Path = Path("tune_configs/figure2.yaml")
+    experiment: Path = Path("tune_configs/experiments/figure2.yaml")
     form: str = "cpu-full"
     """`cpu-full` (25.6k env steps) or `cpu-full-64k` (the longer run)."""
     storage: Path = Path("runs/tune")

@@ -23,7 +23,7 @@ import tyro
 
 @dataclass(frozen=True)
 class Args:
-    config: str = "tune_configs/cpu_simple_sac_her.yaml"
+    config: str = "tune_configs/runs/cpu_simple_sac_her.yaml"
     """Training config whose agent and SAC settings are timed."""
     variant: str = "full"
     """Environment the batches come from: full (6 objects, 30 steps) or simple."""

@@ -25,9 +25,9 @@ from pathlib import Path
 import tyro
 
 CONFIGS = (
-    "tune_configs/cpu_simple_sac_her.yaml",
-    "tune_configs/cpu_simple_sac.yaml",
-    "tune_configs/cpu_simple_ppo.yaml",
+    "tune_configs/runs/cpu_simple_sac_her.yaml",
+    "tune_configs/runs/cpu_simple_sac.yaml",
+    "tune_configs/runs/cpu_simple_ppo.yaml",
 )
 THRESHOLD = 0.8
 

@@ -26,7 +26,7 @@ import tyro
 
 @dataclass(frozen=True)
 class Args:
-    config: str = "tune_configs/cpu_simple_sac_her.yaml"
+    config: str = "tune_configs/runs/cpu_simple_sac_her.yaml"
     """Training config (YAML) whose model, environment and SAC schedule every variant uses."""
     total_env_steps: int = 4096
     """Env steps per variant."""

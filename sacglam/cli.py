@@ -1,12 +1,12 @@
 """The `sacglam` command. Subcommands parse into the config dataclasses of `sacglam.config`
 (tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
 
-    sacglam demo   # the main job (make demo): tune_configs/demo_*.yaml through Ray, one report
+    sacglam demo   # the main job (make demo): tune_configs/runs/demo_*.yaml through Ray, one report
     sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
-    sacglam train --config tune_configs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
-    sacglam train --config tune_configs/demo_smollm2.yaml [--address auto]
+    sacglam train --config tune_configs/runs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
+    sacglam train --config tune_configs/runs/demo_smollm2.yaml [--address auto]
     sacglam train --resume runs/demo   # continue a killed run from its newest checkpoint
-    sacglam tune tune_configs/nstep_buffer.yaml [--form cpu|gpu] [--resume]
+    sacglam tune tune_configs/experiments/nstep_buffer.yaml [--form cpu|gpu] [--resume]
     sacglam plot runs/tune/nstep_buffer-cpu
 """
 
@@ -157,10 +157,10 @@ def train(cfg: TrainConfig) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class TuneArgs:
-    """Run an experiment file of tune_configs/ as a Ray Tune grid (one trial per grid point and seed)."""
+    """Run an experiment grid of tune_configs/experiments/ with Ray Tune (one trial per grid point and seed)."""
 
     experiment: tyro.conf.Positional[Path]
-    """The experiment file, e.g. tune_configs/nstep_buffer.yaml."""
+    """The experiment file, e.g. tune_configs/experiments/nstep_buffer.yaml."""
     form: str = "cpu"
     """Which form of the experiment: `cpu` (this machine) or `gpu` (the paper's sizes)."""
     storage: Path = Path("runs/tune")
@@ -232,7 +232,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
-            raise UsageError("--config needs a YAML file, e.g. --config tune_configs/cpu_simple_sac_her.yaml")
+            raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
         default = load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
     return _one_line_errors(f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}")

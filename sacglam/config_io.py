@@ -1,4 +1,4 @@
-"""Loading the config dataclasses from YAML (the files in `tune_configs/`), strictly.
+"""Loading the config dataclasses from YAML (the run configs in `tune_configs/runs/`), strictly.
 
 Every key must be a field of the dataclass it lands in, every value must have the field's type
 (ints are accepted for floats, lists for tuples); the dataclass's own validation then runs. An

@@ -24,9 +24,9 @@ from sacglam.config_io import load_yaml_config
 from sacglam.errors import UserInputError
 from sacglam.report import report_lines
 
-# The repository's configs (the package sits next to tune_configs/ in a checkout), so the demo runs
-# from any directory.
-_CONFIGS = Path(__file__).resolve().parents[1] / "tune_configs"
+# The repository's run configs (the package sits next to tune_configs/ in a checkout), so the demo
+# runs from any directory.
+_CONFIGS = Path(__file__).resolve().parents[1] / "tune_configs" / "runs"
 DEFAULT_PHASES = (_CONFIGS / "demo_learning.yaml", _CONFIGS / "demo_smollm2.yaml")
 
 INTRO = """The main job: SAC-GLAM+HER through the Ray actor-learner pipeline (rollout workers, an
@@ -39,7 +39,7 @@ inference actor, the replay actor, a learner), in two phases.
 2. **smollm2**: the embedded SmolLM2-135M-Instruct with LoRA through the same pipeline. On two CPU
    cores an update takes several seconds, so this phase runs a few updates to show the real model
    going through every component; learning the task with it takes a GPU
-   (`tune_configs/cluster_gpu_sac_her.yaml`).
+   (`tune_configs/runs/cluster_gpu_sac_her.yaml`).
 """
 
 

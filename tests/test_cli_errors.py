@@ -20,12 +20,12 @@ BAD_INPUTS = {
     "train: directory as config file": (["train", "--config", "{tmp}"], "cannot read config file"),
     "train: resume of a run with a broken config.json": (["train", "--resume", "{tmp}/broken"], "cannot read"),
     "train ppo: unwritable run directory": (
-        ["train", "--config", "tune_configs/cpu_simple_ppo.yaml", "--output-dir", "/proc/no/run"],
+        ["train", "--config", "tune_configs/runs/cpu_simple_ppo.yaml", "--output-dir", "/proc/no/run"],
         "--output-dir",
     ),
     "evaluate: directory as output": (["evaluate", "--output", "{tmp}"], "is a directory"),
     "train: experiment file as config": (
-        ["train", "--config", "tune_configs/warmup.yaml"],
+        ["train", "--config", "tune_configs/experiments/warmup.yaml"],
         "unknown key 'description'",
     ),
     "train: --config without a file": (["train", "--config"], "--config needs a YAML file"),
@@ -35,8 +35,8 @@ BAD_INPUTS = {
         "--output-dir",
     ),
     "tune: missing experiment": (["tune", "{tmp}/nothing.yaml"], "does not exist"),
-    "tune: unknown form": (["tune", "tune_configs/warmup.yaml", "--form", "nope"], "no form 'nope'"),
-    "tune: training config as experiment": (["tune", "tune_configs/cpu_simple_sac.yaml"], "forms"),
+    "tune: unknown form": (["tune", "tune_configs/experiments/warmup.yaml", "--form", "nope"], "no form 'nope'"),
+    "tune: training config as experiment": (["tune", "tune_configs/runs/cpu_simple_sac.yaml"], "forms"),
     "plot: not an experiment": (["plot", "{tmp}"], "sacglam tune"),
     # rejected by the flag parser (its multi-line box becomes one line)
     "train: value out of range": (["train", "--sac.gamma", "2"], "gamma must be in [0, 1], got 2.0"),

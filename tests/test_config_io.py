@@ -1,4 +1,4 @@
-"""YAML configs: every file in tune_configs/ loads, and bad files fail with a message that says
+"""YAML configs: every file in tune_configs/runs/ loads, and bad files fail with a message that says
 what is wrong and where."""
 
 from pathlib import Path
@@ -10,11 +10,8 @@ from sacglam.cli import parse
 from sacglam.config import TrainConfig
 from sacglam.config_io import ConfigError, load_yaml_config
 
-TUNE_CONFIGS = sorted(  # training configs; experiment files (a `forms:` key) are tested in test_tune.py
-    p
-    for p in (Path(__file__).resolve().parents[1] / "tune_configs").glob("*.yaml")
-    if "forms" not in (yaml.safe_load(p.read_text()) or {})
-)
+# Run configs; the experiment grids of tune_configs/experiments/ are tested in test_tune.py.
+TUNE_CONFIGS = sorted((Path(__file__).resolve().parents[1] / "tune_configs" / "runs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", TUNE_CONFIGS, ids=lambda p: p.name)

@@ -22,7 +22,7 @@ def test_the_demo_phases_are_valid_configs_through_ray_and_the_first_learns_with
 
 
 def _phase(tmp_path, name, **changes):
-    data = yaml.safe_load((ROOT / "tune_configs" / "demo_learning.yaml").read_text())
+    data = yaml.safe_load((ROOT / "tune_configs" / "runs" / "demo_learning.yaml").read_text())
     data |= {
         "runner": "local",
         "total_env_steps": 256,

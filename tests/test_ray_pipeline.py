@@ -171,7 +171,7 @@ def test_ppo_trains_through_ray_actors_with_two_learners_and_resumes_after_kill_
         "sacglam.cli",
         "train",
         "--config",
-        str(ROOT / "tune_configs" / "cpu_simple_ppo.yaml"),
+        str(ROOT / "tune_configs" / "runs" / "cpu_simple_ppo.yaml"),
         "--runner",
         "ray",
         "--address",

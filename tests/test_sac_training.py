@@ -54,7 +54,7 @@ CURVE_KEY = "eval/simple-train/sampled/all"
 
 def learning_test_config(seed: int, output_dir: Path) -> TrainConfig:
     cfg = load_yaml_config(
-        TrainConfig, Path(__file__).resolve().parents[1] / "tune_configs" / "cpu_simple_sac_her.yaml"
+        TrainConfig, Path(__file__).resolve().parents[1] / "tune_configs" / "runs" / "cpu_simple_sac_her.yaml"
     )
     return replace(
         cfg,

@@ -1,4 +1,4 @@
-"""Experiment files and Ray Tune grids: every file in tune_configs/ expands into valid trials; a
+"""Experiment files and Ray Tune grids: every file in tune_configs/experiments/ expands into valid trials; a
 2x2 CPU grid with the tiny model runs end to end through Tune into one table and one plot."""
 
 import shutil
@@ -11,9 +11,16 @@ from sacglam.config_io import ConfigError
 from sacglam.experiments.spec import load_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPERIMENTS = sorted(
-    p for p in (ROOT / "tune_configs").glob("*.yaml") if "forms" in (yaml.safe_load(p.read_text()) or {})
-)
+EXPERIMENTS = sorted((ROOT / "tune_configs" / "experiments").glob("*.yaml"))
+
+
+def test_experiment_grids_and_run_configs_live_apart():
+    """tune_configs/experiments/ holds only grids (a `forms:` key), tune_configs/runs/ only run configs."""
+    runs = sorted((ROOT / "tune_configs" / "runs").glob("*.yaml"))
+    assert EXPERIMENTS and runs
+    assert all("forms" in yaml.safe_load(p.read_text()) for p in EXPERIMENTS)
+    assert not any("forms" in yaml.safe_load(p.read_text()) for p in runs)
+    assert not list((ROOT / "tune_configs").glob("*.yaml")), "a config file outside runs/ and experiments/"
 
 
 def test_the_papers_experiments_are_all_there():
@@ -37,7 +44,7 @@ def test_every_experiment_has_a_cpu_and_a_gpu_form_of_valid_trials(path):
 
 
 def test_nstep_buffer_grid_is_n_by_capacity_by_default():
-    experiment = load_experiment(ROOT / "tune_configs" / "nstep_buffer.yaml", "gpu")
+    experiment = load_experiment(ROOT / "tune_configs" / "experiments" / "nstep_buffer.yaml", "gpu")
     cells = {(t.coordinates["sac.n_step"], t.coordinates["sac.buffer_capacity"]) for t in experiment.trials}
     assert cells == {(n, c) for n in (1, 3, 5) for c in (10_000, 100_000, 1_000_000)}
 
@@ -50,7 +57,8 @@ def _write(tmp_path, form) -> Path:
 
 def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_path):
     path = _write(
-        tmp_path, {"base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"), "grid": {"sac.n_stepp": [1, 3]}}
+        tmp_path,
+        {"base": str(ROOT / "tune_configs" / "runs" / "cpu_simple_sac_her.yaml"), "grid": {"sac.n_stepp": [1, 3]}},
     )
     with pytest.raises(ConfigError, match=r"n_stepp.*did you mean 'n_step'"):
         load_experiment(path)
@@ -81,7 +89,7 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
     path = _write(
         tmp_path,
         {
-            "base": str(ROOT / "tune_configs" / "cpu_simple_sac_her.yaml"),
+            "base": str(ROOT / "tune_configs" / "runs" / "cpu_simple_sac_her.yaml"),
             "set": small,
             "grid": {"sac.n_step": [1, 3]},
             "seeds": [0, 1],

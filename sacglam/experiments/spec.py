@@ -1,14 +1,14 @@
-"""Experiment files (`tune_configs/<experiment>.yaml`): YAML data that describes a grid of runs.
+"""Experiment files (`tune_configs/experiments/<experiment>.yaml`): YAML data that describes a grid of runs.
 
     description: what the experiment asks
     metric: eval/simple-train/sampled/all      # the headline metric of plots and summaries
     forms:                                     # one or more sizes of the same experiment
       cpu:
-        base: cpu_simple_sac_her.yaml          # a training config, relative to the experiment file
+        base: ../runs/cpu_simple_sac_her.yaml  # a run config, relative to the experiment file
         set: {total_env_steps: 15000}          # overrides for every trial (nested or dotted keys)
         variants:                              # optional named arms, each with its own overrides
           sac-her: {}                          #   (and optionally its own `base`)
-          ppo: {base: cpu_simple_ppo.yaml}
+          ppo: {base: ../runs/cpu_simple_ppo.yaml}
         grid:                                  # dotted config keys -> values: the cartesian product
           sac.n_step: [1, 3, 5]
         seeds: [0, 1, 2]                       # a grid axis like any other
