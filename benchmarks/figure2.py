@@ -1,4 +1,4 @@
-"""The paper's figure 2 at CPU scale (issue 8): SAC-GLAM+HER, SAC-GLAM and PPO-GLAM on the full
+"""The paper's figure 2 at CPU scale: SAC-GLAM+HER, SAC-GLAM and PPO-GLAM on the full
 Playground-Text task, 3 seeds each, through `sacglam tune` (the project's trainers and pipeline).
 
 Runs the `cpu-full` form of `tune_configs/experiments/figure2.yaml` (25.6k env steps; `cpu-full-64k` is the
@@ -8,7 +8,7 @@ documented longer run), then writes, next to a copy of the results table:
 - figure2.json: per method and seed, the curves, final training success, env steps to 0.2, the
   largest fall below an earlier peak (max drawdown, the stability study's measure of collapse), every
   evaluation figure (train and held-out goals, sampled and greedy, per goal type), training
-  seconds, seconds per env step; and issue 8's checks;
+  seconds, seconds per env step; and the full-task acceptance checks;
 and prints a table.
 
     .venv/bin/python benchmarks/figure2.py [--form cpu-full] [--fresh]

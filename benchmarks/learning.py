@@ -57,6 +57,7 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
     from sacglam.config import TrainConfig
     from sacglam.config_io import load_yaml_config
     from sacglam.pipeline.run import run_pipeline
+    from sacglam.report import read_metrics
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(threads)
@@ -68,7 +69,7 @@ def run_one(config_path: str, seed: int, threads: int, total_env_steps: int | No
     shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (a run refuses a directory with checkpoints)
     start = time.perf_counter()
     run_pipeline(cfg)
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(out)
     goals, held_out = cfg.env.goals, cfg.env.held_out.goals
     evals = [
         {

@@ -42,13 +42,14 @@ class Args:
 
 def run_variant(cfg, name: str) -> dict:
     from sacglam.pipeline.run import run_pipeline
+    from sacglam.report import read_metrics
 
     out = Path("runs/bench-pipeline") / name
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
     run_pipeline(replace(cfg, output_dir=out), announce=lambda _: None)
     wall = time.perf_counter() - started
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(out)
     last = [r for r in rows if "time/env_steps_per_s" in r][-1]
     syncs = [r["sync/seconds"] for r in rows if "sync/seconds" in r]
     return {

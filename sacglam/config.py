@@ -89,7 +89,7 @@ class AgentConfig:
     """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
     prompt_template: Literal["plain", "candidates"] = "plain"
     """`plain`: the observation text; `candidates`: adds a line listing the candidate actions
-    before `Action:` (what gives SmolLM2 a useful zero-shot prior, learning notes section 5)."""
+    before `Action:` (what gives SmolLM2 a useful zero-shot prior: docs/deviations.md)."""
     device: str = "auto"
     """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:1`, ..."""
 
@@ -140,7 +140,7 @@ class SACConfig:
     log(number of candidates), instead of `target_entropy` (states differ in their candidate
     counts: 3 to 9 on the full task)."""
     alpha_min: float = 0.0
-    """Floor of the entropy coefficient (0: none); the learning notes saw alpha decay to 5e-4."""
+    """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results.md, stability)."""
     tau: float = 0.01
     """Polyak rate of the target critic (the paper does not give it)."""
     critic_warmup_updates: int = 0

@@ -38,6 +38,11 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise ConfigError(f"config file {path} is not valid YAML{where}: {problem}") from error
+    if isinstance(data, dict) and "forms" in data and "forms" not in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+        raise ConfigError(
+            f"{path} is an experiment grid (it has `forms:`), not a run config: run it with `sacglam tune {path}`; "
+            "run configs are in tune_configs/runs/"
+        )
     return from_dict(cls, data, where=str(path))
 
 

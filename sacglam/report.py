@@ -25,8 +25,13 @@ TRAINING_FIGURES = [
 ]
 
 
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """The records of `<run_dir>/metrics.jsonl`, in the order they were logged (each a dict with
+    `env_steps` and the metrics logged at that step; docs/metrics.md defines the names)."""
+    return [json.loads(line) for line in (Path(run_dir) / METRICS_FILE).read_text().splitlines()]
 
 
 def evaluations(records: list[dict]) -> list[dict]:
@@ -57,7 +62,7 @@ def before_and_after(run_dir: str | Path) -> str:
     """What a finished run prints: success before -> after training on each goal set and mode (or,
     without evaluations, the last training record's headline figures)."""
     run_dir = Path(run_dir)
-    records = _records(run_dir)
+    records = read_metrics(run_dir)
     evals = evaluations(records)
     if not evals:
         last = last_training_record(records)
@@ -73,7 +78,7 @@ def before_and_after(run_dir: str | Path) -> str:
 
 def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
     """The body of a run's report (Markdown); `image` is the curves' path relative to the report."""
-    records = _records(run_dir)
+    records = read_metrics(run_dir)
     evals, last = evaluations(records), last_training_record(records)
     lines = [run_title(run_dir), ""]
     if evals:
@@ -108,7 +113,7 @@ def plot_curves(run_dir: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = _records(run_dir)
+    records = read_metrics(run_dir)
     evals = evaluations(records)
     trains = [r for r in records if "train/success" in r]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))

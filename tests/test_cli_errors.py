@@ -26,7 +26,7 @@ BAD_INPUTS = {
     "evaluate: directory as output": (["evaluate", "--output", "{tmp}"], "is a directory"),
     "train: experiment file as config": (
         ["train", "--config", "tune_configs/experiments/warmup.yaml"],
-        "unknown key 'description'",
+        "is an experiment grid (it has `forms:`), not a run config: run it with `sacglam tune",
     ),
     "train: --config without a file": (["train", "--config"], "--config needs a YAML file"),
     "train: resume of no run": (["train", "--resume", "{tmp}/none"], "--resume takes a directory"),
@@ -36,7 +36,10 @@ BAD_INPUTS = {
     ),
     "tune: missing experiment": (["tune", "{tmp}/nothing.yaml"], "does not exist"),
     "tune: unknown form": (["tune", "tune_configs/experiments/warmup.yaml", "--form", "nope"], "no form 'nope'"),
-    "tune: training config as experiment": (["tune", "tune_configs/runs/cpu_simple_sac.yaml"], "forms"),
+    "tune: training config as experiment": (
+        ["tune", "tune_configs/runs/cpu_simple_sac.yaml"],
+        "is a run config, not an experiment grid (it has no `forms:`): train it with `sacglam train --config",
+    ),
     "plot: not an experiment": (["plot", "{tmp}"], "sacglam tune"),
     # rejected by the flag parser (its multi-line box becomes one line)
     "train: value out of range": (["train", "--sac.gamma", "2"], "gamma must be in [0, 1], got 2.0"),

@@ -4,7 +4,6 @@ what is wrong and where."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from sacglam.cli import parse
 from sacglam.config import TrainConfig

@@ -1,5 +1,5 @@
 """Figure 2's analysis: window success from cumulative counts, steps to a threshold, per-method
-summaries, issue 8's checks, and the plot; and the trainers log the counts it needs."""
+summaries, the full-task acceptance checks, and the plot; and the trainers log the counts it needs."""
 
 import json
 

@@ -1,6 +1,6 @@
 """The paper's figure 2 from an experiment's results table: training success against env steps and
 against seconds per method, success per goal type, held-out goals, sampled and greedy policies,
-wall time per env step, and the checks of issue 8.
+wall time per env step, and the acceptance checks of the full-task study (docs/results.md).
 
 Input: the rows of `results.parquet` written by `sacglam tune` (one row per trial and logged env
 step). A training record carries the cumulative `train/episodes` and `train/successes`; the curves
@@ -145,8 +145,8 @@ def figure2_summary(rows: list[dict[str, Any]], window: int = 6400, threshold: f
 
 
 def checks(methods: dict[str, Any], threshold: float) -> dict[str, Any]:
-    """Issue 8's acceptance, computed (not asserted): SAC+HER (the first method named `sac-her*`)
-    against PPO-GLAM."""
+    """The full-task study's acceptance checks, computed (not asserted): SAC+HER (the first method
+    named `sac-her*`) against PPO-GLAM."""
     her_name = next((m for m in methods if m.startswith("sac-her")), None)
     if her_name is None or "ppo" not in methods:
         return {}

@@ -22,6 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from sacglam.errors import UserInputError
+from sacglam.report import METRICS_FILE, read_metrics
 
 
 class ExperimentNotFoundError(UserInputError, FileNotFoundError):
@@ -34,8 +35,7 @@ THRESHOLD = 0.8
 def trial_rows(trial_name: str, coordinates: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
     """One row per env step of a run's `metrics.jsonl`."""
     by_step: dict[int, dict[str, Any]] = {}
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in read_metrics(run_dir):
         by_step.setdefault(record["env_steps"], {}).update(record)
     rows = []
     for step in sorted(by_step):
@@ -54,7 +54,7 @@ def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str,
     rows = []
     for trial in experiment.trials:  # the experiment's order: grid values as written, seeds last
         run_dir = trial_paths[trial.name] / "run" if trial.name in trial_paths else None
-        if run_dir is not None and (run_dir / "metrics.jsonl").exists():
+        if run_dir is not None and (run_dir / METRICS_FILE).exists():
             rows += trial_rows(trial.name, trial.coordinates, run_dir)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})

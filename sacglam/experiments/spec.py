@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +108,11 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
     path = Path(path)
     data = _yaml(path, str(path))
     forms = data.get("forms")
+    if forms is None and {f.name for f in fields(TrainConfig)} & set(data):
+        raise ConfigError(
+            f"{path} is a run config, not an experiment grid (it has no `forms:`): train it with "
+            f"`sacglam train --config {path}`; experiment grids are in tune_configs/experiments/"
+        )
     if not isinstance(forms, dict) or not forms:
         raise ConfigError(f"{path}: needs `forms:` with at least one form (e.g. cpu, gpu)")
     if form not in forms:

@@ -1,4 +1,4 @@
-"""Language warm start for random-initialised models (learning notes, section 1).
+"""Language warm start for random-initialised models (docs/algorithms.md, "Language warm start").
 
 A random-initialised LM gives every token about the same log-probability, so a 4-token action
 scores about 4x lower than a 1-token one: its initial policy almost never picks a `Go to` action

@@ -13,6 +13,8 @@ from typing import Any
 
 from tensorboardX import SummaryWriter
 
+from sacglam.report import METRICS_FILE, read_metrics
+
 Listener = Callable[[int, dict[str, Any]], None]
 _LISTENERS: list[Listener] = []
 
@@ -38,10 +40,10 @@ class MetricsLogger:
     def __init__(self, directory: str | Path, keep_until: int | None = None):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        jsonl = self.directory / "metrics.jsonl"
+        jsonl = self.directory / METRICS_FILE
         self._rows: list[dict[str, Any]] = []
         if keep_until is not None and jsonl.exists():
-            self._rows = [r for r in map(json.loads, jsonl.read_text().splitlines()) if r["env_steps"] <= keep_until]
+            self._rows = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
             jsonl.write_text("".join(json.dumps(r) + "\n" for r in self._rows))
         self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"

@@ -141,71 +141,72 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         ) from None
 
     run_id = uuid.uuid4().hex[:8]
+    next_bundle = iter(range(len(bundles)))
 
-    def options(index: int, restart: bool) -> dict:
-        b = bundles[index]
-        out = {
-            "name": f"sacglam-{run_id}-{b.role}",
-            "num_cpus": b.resources()["CPU"],
-            "num_gpus": b.gpus,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index + offset),
-            "max_restarts": -1 if restart else 0,
-            "max_task_retries": -1 if restart else 0,
-        }
-        return out
+    def spawn(cls: type, restart: bool, *args: Any) -> RayHandle:
+        """Start `cls(*args)` as an actor in the next bundle of the group (bundles are in the order
+        the actors are spawned), named so a restarted actor can find it; `restart`: Ray restarts it
+        and retries its calls when it dies."""
+        index = next(next_bundle)
+        bundle = bundles[index]
+        name = f"sacglam-{run_id}-{bundle.role}"
+        actor: Any = (
+            ray.remote(cls)
+            .options(
+                name=name,
+                num_cpus=bundle.resources()["CPU"],
+                num_gpus=bundle.gpus,
+                scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index + offset),
+                max_restarts=-1 if restart else 0,
+                max_task_retries=-1 if restart else 0,
+            )
+            .remote(*args)
+        )
+        return RayHandle(actor, name=name)
 
     def threads(cpus: float, asked: int | None = None) -> int:
         return asked or max(1, int(cpus))
 
     res, p = cfg.pipeline.resources, cfg.pipeline
-    at = 0
     storage_class, args = storage_component(cfg)
-    storage = RayHandle(
-        ray.remote(storage_class)
-        .options(**options(at, restart=True))
-        .remote(*args, *([str(checkpoints)] if args else [])),
-        name=f"sacglam-{run_id}-{bundles[at].role}",
-    )
-    at += 1
-    inference = []
-    for _ in range(p.inference_actors):
-        actor = (
-            ray.remote(InferenceActor)
-            .options(**options(at, restart=True))
-            .remote(
-                cfg.agent,
-                p.inference_max_batch,
-                p.inference_max_wait_ms,
-                threads(res.inference_cpus, res.inference_threads),
-            )
+    storage = spawn(storage_class, True, *args, *([str(checkpoints)] if args else []))
+    inference = [
+        spawn(
+            InferenceActor,
+            True,
+            cfg.agent,
+            p.inference_max_batch,
+            p.inference_max_wait_ms,
+            threads(res.inference_cpus, res.inference_threads),
         )
-        inference.append(RayHandle(actor, name=f"sacglam-{run_id}-{bundles[at].role}"))
-        at += 1
-    learners = []
-    for rank in range(p.learners):
-        learner_actor = (
-            ray.remote(LearnerService)
-            .options(**options(at, restart=False))
-            .remote(cfg, storage, rank, p.learners, threads(res.learner_cpus, res.learner_threads), not resuming)
+        for _ in range(p.inference_actors)
+    ]
+    learners = [
+        spawn(
+            LearnerService,
+            False,
+            cfg,
+            storage,
+            rank,
+            p.learners,
+            threads(res.learner_cpus, res.learner_threads),
+            not resuming,
         )
-        learners.append(RayHandle(learner_actor))
-        at += 1
-    workers = []
-    for i in range(p.rollout_workers):
-        worker_actor = (
-            ray.remote(RolloutService)
-            .options(**options(at, restart=True))
-            .remote(
-                cfg.env,
-                envs_per_worker(cfg),
-                worker_seed(cfg, i),
-                inference[i % len(inference)],
-                storage,
-                threads(res.worker_cpus),
-            )
+        for rank in range(p.learners)
+    ]
+    workers = [
+        spawn(
+            RolloutService,
+            True,
+            cfg.env,
+            envs_per_worker(cfg),
+            worker_seed(cfg, i),
+            inference[i % len(inference)],
+            storage,
+            threads(res.worker_cpus),
         )
-        workers.append(RayHandle(worker_actor))
-        at += 1
+        for i in range(p.rollout_workers)
+    ]
     resolve_all([h.call(Component.ping) for h in [storage, *inference, *learners, *workers]])  # constructors done
     if len(learners) > 1:
         address, port = ray.get(learners[0].call(LearnerService.rendezvous))

@@ -1,4 +1,5 @@
-"""`run_pipeline(cfg)`: a SAC-GLAM(+HER) run through the actor-learner pipeline, fresh or resumed."""
+"""`run_pipeline(cfg)`: the one training entry point. A run of SAC-GLAM, SAC-GLAM+HER or PPO-GLAM
+through the actor-learner pipeline (local or Ray), fresh or resumed."""
 
 from __future__ import annotations
 
