@@ -21,7 +21,9 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 # Repository paths the docs name: configs, benchmarks, docs, package modules, deploy files.
 # Links from docs/ reach them as ../<path>; a glob or a placeholder (`runs/cpu_*.yaml`) is not a path.
-_REPO_PATH = re.compile(r"(?<![\w/.])(?:\.\./)?((?:tune_configs|benchmarks|docs|sacglam|deploy|tests)/[\w./-]*\w)(?![\w*<])")
+_REPO_PATH = re.compile(
+    r"(?<![\w/.])(?:\.\./)?((?:tune_configs|benchmarks|docs|sacglam|deploy|tests)/[\w./-]*\w)(?![\w*<])"
+)
 
 
 def python_blocks(page: Path) -> list[str]:
