@@ -21,7 +21,7 @@ HELD_OUT_GOALS = {"train": "test", "simple-train": "simple-test"}
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Playground-Text settings (`shared/docs/playground-text.md`)."""
+    """Playground-Text settings (`docs/environment.md`)."""
 
     n_objects: int = 6
     """Objects per scene (6 in the paper's task, 3 in the simplified variant)."""

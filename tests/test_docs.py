@@ -66,3 +66,16 @@ def test_nothing_in_the_repository_points_outside_it():
         if re.search(r"shared/(docs|paper)|\.\./shared", (ROOT / f).read_text(errors="ignore"))
     ]
     assert not offenders, offenders
+
+
+def test_code_cites_sections_that_exist():
+    """Docstrings cite the spec as `docs/<page>.md`, "<Heading>": the heading must be on that page."""
+    cite = re.compile(r'`docs/([\w-]+\.md)`,(?: section)? ((?:"[^"]+"(?:,| and)? ?)+)')
+    checked = 0
+    for source in (ROOT / "sacglam").rglob("*.py"):
+        for page, quoted in cite.findall(source.read_text()):
+            headings = set(re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), re.M))
+            for heading in re.findall(r'"([^"]+)"', quoted):
+                checked += 1
+                assert heading in headings, f"{source.name} cites docs/{page} section {heading!r}, which is not there"
+    assert checked >= 6, f"expected the environment modules to cite their sections, found {checked} citations"
