@@ -48,7 +48,7 @@ demo: setup
 test: setup check
 	$(PY) -m pytest
 
-# The inner loop (about 30 s): everything but the slow tiers (learning run, SmolLM2, Ray, Tune).
+# The inner loop (about 1 minute): everything but the slow tiers (learning run, SmolLM2, Ray, Tune).
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not ray and not tune"
 
