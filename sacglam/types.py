@@ -131,12 +131,12 @@ class TransitionBatch:
     """
 
     observations: list[str]  # B prompts (goal line + state) at s_t
-    candidates: list[list[str]]
+    candidates: list[tuple[str, ...]]  # B candidate lists (shared with the buffer: do not mutate)
     actions: torch.Tensor  # (B,) long: index of a_t among candidates
     reward: torch.Tensor  # (B,) float32
     discount: torch.Tensor  # (B,) float32
     terminal: torch.Tensor  # (B,) bool
     next_observations: list[str]  # B prompts at s_{t+k}
-    next_candidates: list[list[str]]
+    next_candidates: list[tuple[str, ...]]
     relabeled: torch.Tensor  # (B,) bool: the transition comes from a hindsight relabel
     goals: list[str]  # B goals the transitions are conditioned on

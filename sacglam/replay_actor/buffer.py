@@ -1,7 +1,9 @@
 """The episode replay buffer: Arrow storage, HER on insertion, n-step targets at sample time.
 
-- Stores whole `Episode`s. Each one's states, candidate lists, actions, rewards and partner goals
-  are an Arrow record batch (T+1 rows); the hindsight relabels of an episode point at its rows.
+- Stores whole `Episode`s: their steps in one step table (`steps.py`: states and candidate lists
+  as Python objects, an episode's repeated candidate lists shared; actions and rewards as arrays),
+  the partner's goals, which only a snapshot reads, as Arrow. The hindsight relabels of an episode
+  point at its rows, never copy them. Snapshots are Arrow IPC files.
 - Two pools kept apart: the environment's transitions (each episode under its own goal) and the
   relabeled ones (each `Relabel` of an episode: its first `length` steps under the new goal).
 - Capacity counts the environment's transitions; the oldest episodes, with their relabels, are
@@ -9,6 +11,9 @@
   buffer with HER forget episodes several times sooner than one without: the two would not keep
   the same data at the same capacity.
 - n-step targets are derived when sampling, so n is a sampling parameter.
+- Sampling costs the same in a buffer of 1k or 1M transitions: an index of the stored entries is
+  kept up to date on every add and eviction (`sacglam.replay_actor.index`), and a batch is
+  assembled from its B drawn transitions only.
 - Sampling modes: `uniform` over all stored transitions; `ratio`, a fixed fraction (default 50%)
   of every batch from the relabeled pool and the rest from the environment's (the paper's choice
   with HER; all environment transitions while there is no relabel yet); `prior`, goal types drawn
@@ -22,6 +27,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -34,6 +40,8 @@ import torch
 from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
 from sacglam.envs.observation import with_goal
 from sacglam.her import hindsight_relabels
+from sacglam.replay_actor.index import ALL_POOL, ENV_POOL, RELABELED_POOL, EntryDraw, Pool, concatenate, type_pool
+from sacglam.replay_actor.steps import StepTable
 from sacglam.types import Episode, Relabel, TransitionBatch
 
 SamplingMode = Literal["uniform", "ratio", "prior"]
@@ -60,39 +68,45 @@ _EPISODE_SCHEMA = pa.schema(
 _RELABEL_SCHEMA = pa.schema([("episode", pa.int64()), ("goal", pa.string()), ("length", pa.int32())])
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stored:
-    """One stored episode: its Arrow rows plus the small arrays sampling reads on every call."""
+    """One stored episode, in the form sampling reads it (T = its number of steps)."""
 
     id: int
     goal: str
     scene: tuple[str, ...]
     terminated: bool
     truncated: bool
-    rows: pa.RecordBatch  # _STEP_SCHEMA, T+1 rows
-    actions: np.ndarray  # (T,) int64
-    rewards: np.ndarray  # (T,) float64
+    first_row: int  # its first step's row in the step table (T+1 rows)
+    length: int  # T
+    achieved_goals: pa.ListArray  # T lists of the partner's goals (read by `save` only)
     relabels: list[Relabel]
-
-    @property
-    def length(self) -> int:
-        return len(self.actions)
 
     @property
     def transitions(self) -> int:
         return self.length + sum(r.length for r in self.relabels)
 
 
-def _episode_rows(episode_id: int, episode: Episode) -> pa.RecordBatch:
-    T = episode.length
+def _shared_lists(lists: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """The lists as tuples, equal ones as one object (an episode has a handful of distinct
+    candidate lists, one per object held)."""
+    seen: dict[tuple[str, ...], tuple[str, ...]] = {}
+    return tuple(seen.setdefault(tuple(items), tuple(items)) for items in lists)
+
+
+def _snapshot_rows(stored: _Stored, steps: StepTable) -> pa.RecordBatch:
+    """The episode's T+1 rows in the snapshot's step schema."""
+    T, rows = stored.length, slice(stored.first_row, stored.first_row + stored.length + 1)
+    actions = steps.action.take(np.arange(rows.start, rows.stop - 1)).tolist()
+    rewards = steps.reward.take(np.arange(rows.start, rows.stop - 1)).tolist()
     return pa.record_batch(
         [
-            pa.array([episode_id] * (T + 1), pa.int64()),
-            pa.array(list(episode.states), pa.string()),
-            pa.array([list(c) for c in episode.candidates], pa.list_(pa.string())),
-            pa.array(list(episode.actions) + [None], pa.int32()),
-            pa.array(list(episode.rewards) + [None], pa.float64()),
-            pa.array([list(g) for g in episode.achieved_goals] + [None], pa.list_(pa.string())),
+            pa.array([stored.id] * (T + 1), pa.int64()),
+            pa.array(steps.state.slice(rows.start, rows.stop), pa.string()),
+            pa.array([list(c) for c in steps.candidates.slice(rows.start, rows.stop)], pa.list_(pa.string())),
+            pa.array(actions + [None], pa.int32()),
+            pa.array(rewards + [None], pa.float64()),
+            pa.concat_arrays([stored.achieved_goals, pa.nulls(1, pa.list_(pa.string()))]),
         ],
         schema=_STEP_SCHEMA,
     )
@@ -128,11 +142,16 @@ class ReplayBuffer:
         self.capacity, self.gamma, self.her, self.her_max_goals = capacity, gamma, her, her_max_goals
         self.prior_goal_set = prior_goal_set
         self.rng = np.random.default_rng(seed)
-        self._episodes: deque[_Stored] = deque()
+        self._episodes: deque[_Stored] = deque()  # oldest first
+        self._steps = StepTable()
         self._next_id = 0
         self._size = 0  # stored transitions, both pools
         self._env_size = 0  # environment transitions: what capacity counts
-        self._index: dict | None = None  # sampling index, rebuilt lazily after a change
+        self._pools = {name: Pool() for name in (ALL_POOL, ENV_POOL, RELABELED_POOL)}
+        self._pools |= {type_pool(i): Pool() for i in range(len(GOAL_TYPES))}
+        self._goal_ids: dict[str, int] = {}  # goal text -> index into _goals
+        self._goals: list[str] = []  # bounded by the goal space, not by the run
+        self._goal_type_ids: list[int] = []  # per goal id: its index in GOAL_TYPES
         self.added_episodes = 0  # counters over the buffer's life (evicted ones included)
         self.added_transitions = 0
         self.added_relabels = 0
@@ -160,22 +179,49 @@ class ReplayBuffer:
             scene=tuple(episode.scene),
             terminated=episode.terminated,
             truncated=episode.truncated,
-            rows=_episode_rows(episode_id, episode),
-            actions=np.asarray(episode.actions, dtype=np.int64),
-            rewards=np.asarray(episode.rewards, dtype=np.float64),
+            first_row=self._steps.append(
+                episode.states, _shared_lists(episode.candidates), episode.actions, episode.rewards
+            ),
+            length=episode.length,
+            achieved_goals=pa.array([list(g) for g in episode.achieved_goals], pa.list_(pa.string())),
             relabels=list(relabels),
         )
+        self._append(stored)
+
+    def _append(self, stored: _Stored) -> None:
+        """Store an episode as the newest and index it and its relabels."""
         self._episodes.append(stored)
         self._size += stored.transitions
         self._env_size += stored.length
-        self._index = None
+        self._index_entry(stored.first_row, stored.goal, stored.length, stored.terminated, relabeled=False)
+        for relabel in stored.relabels:
+            self._index_entry(stored.first_row, relabel.goal, relabel.length, terminated=True, relabeled=True)
+
+    def _index_entry(self, first_row: int, goal: str, length: int, terminated: bool, relabeled: bool) -> None:
+        goal_id = self._goal_id(goal)
+        for name in (ALL_POOL, RELABELED_POOL if relabeled else ENV_POOL, type_pool(self._goal_type_ids[goal_id])):
+            self._pools[name].append(first_row, goal_id, length, terminated, relabeled)
+
+    def _goal_id(self, goal: str) -> int:
+        goal_id = self._goal_ids.get(goal)
+        if goal_id is None:  # first time this goal is stored: parse it once
+            goal_id = self._goal_ids[goal] = len(self._goals)
+            self._goals.append(goal)
+            self._goal_type_ids.append(GOAL_TYPES.index(goal_type(goal)))
+        return goal_id
 
     def _evict(self) -> None:
+        evicted = False
         while self._env_size > self.capacity and len(self._episodes) > 1:
             oldest = self._episodes.popleft()
             self._size -= oldest.transitions
             self._env_size -= oldest.length
-            self._index = None
+            evicted = True
+        if evicted:
+            first_kept = self._episodes[0].first_row
+            self._steps.drop_before(first_kept)
+            for pool in self._pools.values():
+                pool.drop_entries_before(first_kept)
 
     # ------------------------------------------------------------------ sizes
 
@@ -197,54 +243,6 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------------ sampling
 
-    def _built_index(self) -> dict:
-        """The sampling index, built if a change dropped it."""
-        if self._index is None:
-            self._index = self._build_index()
-        return self._index
-
-    def _build_index(self) -> dict:
-        """Flat arrays over the two pools: for entry i, its episode position, goal, length,
-        whether it is a relabel, its goal type, and cumulative transition counts."""
-        episode_pos, goals, lengths, relabeled, terminated = [], [], [], [], []
-        for pos, e in enumerate(self._episodes):
-            episode_pos.append(pos)
-            goals.append(e.goal)
-            lengths.append(e.length)
-            relabeled.append(False)
-            terminated.append(e.terminated)
-            for r in e.relabels:
-                episode_pos.append(pos)
-                goals.append(r.goal)
-                lengths.append(r.length)
-                relabeled.append(True)
-                terminated.append(True)
-        lengths_np = np.asarray(lengths, dtype=np.int64)
-        relabeled_np = np.asarray(relabeled, dtype=bool)
-        types = np.asarray([GOAL_TYPES.index(goal_type(g)) for g in goals], dtype=np.int64)
-        pools = {"all": np.ones(len(goals), dtype=bool), "env": ~relabeled_np, "relabeled": relabeled_np}
-        pools |= {f"type{t}": types == t for t in range(len(GOAL_TYPES))}
-        return {
-            "episode_pos": np.asarray(episode_pos, dtype=np.int64),
-            "goals": goals,
-            "lengths": lengths_np,
-            "relabeled": relabeled_np,
-            "terminated": np.asarray(terminated, dtype=bool),
-            "pools": {name: (np.flatnonzero(m), np.cumsum(lengths_np[m])) for name, m in pools.items()},
-        }
-
-    def _draw(self, pool: str, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """`count` transitions uniform over a pool: (entry indices, step indices)."""
-        entries, cumulative = self._built_index()["pools"][pool]
-        if count == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        if len(entries) == 0:
-            raise ValueError(f"no stored transition in pool {pool!r}")
-        flat = self.rng.integers(0, cumulative[-1], size=count)
-        which = np.searchsorted(cumulative, flat, side="right")
-        starts = np.concatenate([[0], cumulative[:-1]])[which]
-        return entries[which], flat - starts
-
     def sample(
         self, batch_size: int, n_step: int = 3, mode: SamplingMode = "uniform", relabeled_fraction: float = 0.5
     ) -> TransitionBatch:
@@ -253,66 +251,51 @@ class ReplayBuffer:
             raise ValueError("the replay buffer is empty: add episodes before sampling")
         if n_step < 1 or batch_size < 1:
             raise ValueError(f"n_step and batch_size must be >= 1, got {n_step}, {batch_size}")
-        index = self._built_index()
         if mode == "uniform":
-            entries, steps = self._draw("all", batch_size)
+            draw = self._pools[ALL_POOL].draw(self.rng, batch_size)
         elif mode == "ratio":
             if not 0.0 <= relabeled_fraction <= 1.0:
                 raise ValueError(f"relabeled_fraction must be in [0, 1], got {relabeled_fraction}")
-            has_relabels = len(index["pools"]["relabeled"][0]) > 0
+            has_relabels = len(self._pools[RELABELED_POOL]) > 0
             n_relabeled = round(batch_size * relabeled_fraction) if has_relabels else 0
-            relabeled_draw = self._draw("relabeled", n_relabeled)
-            env_draw = self._draw("env", batch_size - n_relabeled)
-            entries, steps = (np.concatenate(p) for p in zip(relabeled_draw, env_draw))
+            relabeled_draw = self._pools[RELABELED_POOL].draw(self.rng, n_relabeled)
+            draw = concatenate([relabeled_draw, self._pools[ENV_POOL].draw(self.rng, batch_size - n_relabeled)])
         elif mode == "prior":
-            entries, steps = self._draw_prior(batch_size)
+            draw = self._draw_prior(batch_size)
         else:
             raise ValueError(f"unknown sampling mode {mode!r}; choose uniform, ratio or prior")
-        return self._transitions(entries, steps, n_step)
+        return self._transitions(draw, n_step)
 
-    def _draw_prior(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    def _draw_prior(self, batch_size: int) -> EntryDraw:
         share = goal_type_shares(self.prior_goal_set)
-        weights = np.array(
-            [share[t] if len(self._built_index()["pools"][f"type{i}"][0]) else 0.0 for i, t in enumerate(GOAL_TYPES)]
-        )
+        pools = [self._pools[type_pool(i)] for i in range(len(GOAL_TYPES))]
+        weights = np.array([share[t] if len(pool) else 0.0 for t, pool in zip(GOAL_TYPES, pools)])
         counts = self.rng.multinomial(batch_size, weights / weights.sum())
-        draws = [self._draw(f"type{i}", int(c)) for i, c in enumerate(counts)]
-        return np.concatenate([d[0] for d in draws]), np.concatenate([d[1] for d in draws])
+        return concatenate([pool.draw(self.rng, int(c)) for pool, c in zip(pools, counts)])
 
-    def _transitions(self, entries: np.ndarray, steps: np.ndarray, n_step: int) -> TransitionBatch:
-        index = self._built_index()
-        obs, cands, next_obs, next_cands, goals = [], [], [], [], []
-        actions, rewards, discounts, terminals = [], [], [], []
-        for entry, t in zip(entries.tolist(), steps.tolist()):
-            episode = self._episodes[index["episode_pos"][entry]]
-            goal, length = index["goals"][entry], int(index["lengths"][entry])
-            k = min(n_step, length - t)
-            if index["relabeled"][entry]:
-                step_rewards = np.zeros(k)
-                if t + k == length:
-                    step_rewards[-1] = 1.0  # the relabeled goal is achieved at its last step
-            else:
-                step_rewards = episode.rewards[t : t + k]
-            rewards.append(float(np.dot(self.gamma ** np.arange(k), step_rewards)))
-            discounts.append(self.gamma**k)
-            terminals.append(bool(t + k == length and index["terminated"][entry]))
-            states, candidates = episode.rows.column("state"), episode.rows.column("candidates")
-            obs.append(with_goal(states[t].as_py(), goal))
-            cands.append(candidates[t].as_py())
-            next_obs.append(with_goal(states[t + k].as_py(), goal))
-            next_cands.append(candidates[t + k].as_py())
-            actions.append(int(episode.actions[t]))
-            goals.append(goal)
+    def _transitions(self, draw: EntryDraw, n_step: int) -> TransitionBatch:
+        """Assemble the drawn transitions with their n-step targets: O(batch) work."""
+        t, length = draw.step, draw.length
+        k = np.minimum(n_step, length - t)  # steps the target covers, cut at the entry's end
+        at_end = t + k == length
+        rows = draw.first_row + t
+        # A relabel's only reward is 1 at its last step (where its goal was reported); the
+        # environment's rewards are read from the step table.
+        env_rewards = self._steps.discounted_rewards(rows, k, self.gamma, n_step)
+        rewards = np.where(draw.relabeled, np.where(at_end, self.gamma ** (k - 1.0), 0.0), env_rewards)
+        goals = [self._goals[g] for g in draw.goal_id.tolist()]
+        state, candidates = self._steps.state, self._steps.candidates
+        rows_list, next_rows_list = rows.tolist(), (rows + k).tolist()
         return TransitionBatch(
-            observations=obs,
-            candidates=cands,
-            actions=torch.tensor(actions, dtype=torch.long),
-            reward=torch.tensor(rewards, dtype=torch.float32),
-            discount=torch.tensor(discounts, dtype=torch.float32),
-            terminal=torch.tensor(terminals, dtype=torch.bool),
-            next_observations=next_obs,
-            next_candidates=next_cands,
-            relabeled=torch.from_numpy(index["relabeled"][entries].copy()),
+            observations=[with_goal(state[r], g) for r, g in zip(rows_list, goals)],
+            candidates=[candidates[r] for r in rows_list],
+            actions=torch.from_numpy(self._steps.action.take(rows)),
+            reward=torch.from_numpy(rewards.astype(np.float32)),
+            discount=torch.from_numpy((self.gamma**k).astype(np.float32)),
+            terminal=torch.from_numpy(at_end & draw.terminated),
+            next_observations=[with_goal(state[r], g) for r, g in zip(next_rows_list, goals)],
+            next_candidates=[candidates[r] for r in next_rows_list],
+            relabeled=torch.from_numpy(draw.relabeled.copy()),
             goals=goals,
         )
 
@@ -325,7 +308,7 @@ class ReplayBuffer:
         tmp = directory.with_name(directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        steps = pa.Table.from_batches([e.rows for e in self._episodes], schema=_STEP_SCHEMA)
+        steps = pa.Table.from_batches([_snapshot_rows(e, self._steps) for e in self._episodes], schema=_STEP_SCHEMA)
         episodes = pa.table(
             {
                 "episode": [e.id for e in self._episodes],
@@ -402,14 +385,17 @@ class ReplayBuffer:
                 scene=tuple(meta["scene"]),
                 terminated=meta["terminated"],
                 truncated=meta["truncated"],
-                rows=rows,
-                actions=rows.column("action").to_numpy(zero_copy_only=False)[:-1].astype(np.int64),
-                rewards=rows.column("reward").to_numpy(zero_copy_only=False)[:-1].astype(np.float64),
+                first_row=buffer._steps.append(
+                    rows.column("state").to_pylist(),
+                    _shared_lists(rows.column("candidates").to_pylist()),
+                    rows.column("action").to_pylist()[:-1],
+                    rows.column("reward").to_pylist()[:-1],
+                ),
+                length=len(rows) - 1,
+                achieved_goals=rows.column("achieved_goals").slice(0, len(rows) - 1),
                 relabels=relabels_of.get(meta["episode"], []),
             )
-            buffer._episodes.append(stored)
-            buffer._size += stored.transitions
-            buffer._env_size += stored.length
+            buffer._append(stored)
         buffer._next_id = header["next_id"]
         buffer.added_episodes = header["added_episodes"]
         buffer.added_transitions = header["added_transitions"]
