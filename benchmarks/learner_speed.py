@@ -4,7 +4,10 @@ Fills a replay buffer with uniform-random episodes of Playground-Text (full task
 6 objects, 30 steps; HER on, 50/50 batches), then times `SACLearner.update` (critic + policy +
 alpha step, target critic swapped in for the next states; with the next-state policy from the
 online weights, SAC's default, and from the target forward) after a few warm-up updates. Also
-times one inference forward of the same states, the unit the update is made of.
+times one inference forward of the same states, the unit the update is made of, and counts the
+FLOPs of one update (torch's FlopCounterMode on the ops actually run: forwards, backward, target
+pass) to compare the update's wall time with FLOPs / the fp32 matmul rate measured in the same run
+at the same thread count (`wall / FLOP time`: 1.0 would be every FLOP at matmul speed).
 
     .venv/bin/python benchmarks/learner_speed.py [--batch-sizes 64 128 256] [--threads 1]
 
@@ -41,6 +44,8 @@ def main(args: Args) -> None:
     import warnings
 
     import torch
+    from scoring import matmul_rate  # a sibling script: benchmarks/ is on sys.path when run
+    from torch.utils.flop_counter import FlopCounterMode
 
     from sacglam.config import EnvConfig, TrainConfig
     from sacglam.config_io import load_yaml_config
@@ -60,6 +65,7 @@ def main(args: Args) -> None:
     while buffer.env_transitions < 4096:
         for episode in worker.collect(env.max_steps, None).episodes:
             buffer.add(episode)
+    matmul_gflops = matmul_rate()
     results = []
     for batch_size in args.batch_sizes:
         batches = [buffer.sample(batch_size, cfg.sac.n_step, "ratio") for _ in range(args.updates + 3)]
@@ -76,6 +82,9 @@ def main(args: Args) -> None:
             for batch in batches[3:]:
                 learner.update(batch)
             update_s = (time.perf_counter() - start) / args.updates
+            with FlopCounterMode(display=False) as counter:  # one more update, counted, not timed
+                learner.update(batches[3])
+            flops = float(counter.get_total_flops())
             results.append(
                 {
                     "batch_size": batch_size,
@@ -85,15 +94,21 @@ def main(args: Args) -> None:
                     "seconds_per_policy_forward": forward_s,
                     "update_in_forwards": update_s / forward_s,
                     "gradient_samples_per_s": batch_size / update_s,
+                    "gflop_per_update": flops / 1e9,
+                    "matmul_gflop_per_s": matmul_gflops,
+                    "wall_over_flop_time": update_s / (flops / (matmul_gflops * 1e9)),
                 }
             )
+    print(f"fp32 matmul rate ({args.threads} thread(s), 2048^3): {matmul_gflops:.0f} GFLOP/s")
     print(
-        f"{'batch':>6} {'next pi':>8} {'s/update':>9} {'updates/s':>10} {'samples/s':>10} {'s/forward':>10} {'update/forward':>15}"
+        f"{'batch':>6} {'next pi':>8} {'s/update':>9} {'updates/s':>10} {'samples/s':>10} {'s/forward':>10} "
+        f"{'update/forward':>15} {'GFLOP/update':>13} {'wall/FLOP time':>15}"
     )
     for r in results:
         print(
             f"{r['batch_size']:>6} {r['next_policy']:>8} {r['seconds_per_update']:>9.3f} {r['updates_per_s']:>10.2f} "
-            f"{r['gradient_samples_per_s']:>10.0f} {r['seconds_per_policy_forward']:>10.3f} {r['update_in_forwards']:>15.1f}"
+            f"{r['gradient_samples_per_s']:>10.0f} {r['seconds_per_policy_forward']:>10.3f} "
+            f"{r['update_in_forwards']:>15.1f} {r['gflop_per_update']:>13.1f} {r['wall_over_flop_time']:>15.2f}"
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(

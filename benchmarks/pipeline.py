@@ -1,4 +1,5 @@
-"""Throughput of the actor-learner pipeline against the in-process trainer, and weight-sync cost.
+"""Throughput of the actor-learner pipeline against the in-process trainer, with and without a
+slow environment, and weight-sync cost.
 
 Same model (tiny causal by default), same environments (simplified Playground-Text), same
 environment count and the same SAC schedule (2 updates per 32 env steps, batch 128); only the
@@ -7,7 +8,16 @@ Ray with 1, 2 and 4 rollout workers (1 inference actor, the replay actor, 1 lear
 and updates/s are over training time (evaluations excluded); the weight sync is the time from
 rank 0's publish to the inference actor's acknowledgement, and the bytes of one broadcast.
 
-    .venv/bin/python benchmarks/pipeline.py [--total-env-steps 4096] [--workers 1 2 4]
+Two blocks of rows. `paper schedule`: the config's schedule as it is, no latency; on 2 cores its
+learner bounds throughput, so this block measures what the pipeline's hosting costs.
+`collection-bound`: 2 updates per `--latency-update-every` (256) env steps, collection allowed
+one update period (256 env steps) ahead, 4 vector steps per worker call (`--chunk-steps`), so the
+learner no longer bounds throughput, at each latency of `--latencies-ms`: every environment step made that
+much slower (`env.step_latency_ms`, a sleep standing in for a slow engine; a worker steps its
+environments one after another, so a vector step of N environments waits N times it). Rollout
+workers exist to overlap such waits with each other and with inference and learning.
+
+    .venv/bin/python benchmarks/pipeline.py [--total-env-steps 4096] [--workers 1 2 4] [--latencies-ms 0 5]
 
 Prints a table and writes benchmarks/results/pipeline.json.
 """
@@ -32,6 +42,16 @@ class Args:
     """Env steps per variant."""
     workers: tuple[int, ...] = (1, 2, 4)
     """Rollout-worker counts of the Ray variants."""
+    latencies_ms: tuple[float, ...] = (0.0, 5.0)
+    """Environment latencies (ms per env step) of the collection-bound block."""
+    paper_block: bool = True
+    """Run the paper-schedule block (False: the collection-bound block only)."""
+    chunk_steps: int = 4
+    """Vector steps per rollout-worker call in the collection-bound block (`pipeline.chunk_steps`;
+    fewer round trips to the driver per env step; the paper-schedule block keeps 1)."""
+    latency_update_every: int = 256
+    """The collection-bound block's `sac.update_every` (2 updates per this many env steps): light
+    enough that the learner does not bound throughput, so what the environment costs shows."""
     ray_cpus: int = 4
     """Logical CPUs of the local Ray (actors take fractions of them; the machine's cores are shared)."""
     learner_threads: int = 2
@@ -40,11 +60,11 @@ class Args:
     output: Path = Path("benchmarks/results/pipeline.json")
 
 
-def run_variant(cfg, name: str) -> dict:
+def run_variant(cfg, name: str, latency_ms: float, block: str) -> dict:
     from sacglam.pipeline.run import run_pipeline
     from sacglam.report import read_metrics
 
-    out = Path("runs/bench-pipeline") / name
+    out = Path("runs/bench-pipeline") / block / f"{latency_ms:g}ms" / name
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
     run_pipeline(replace(cfg, output_dir=out), announce=lambda _: None)
@@ -54,6 +74,7 @@ def run_variant(cfg, name: str) -> dict:
     syncs = [r["sync/seconds"] for r in rows if "sync/seconds" in r]
     return {
         "variant": name,
+        "latency_ms": latency_ms,
         "env_steps": last["env_steps"],
         "updates": last["learner/gradient_steps"],
         "train_seconds": last["time/train_seconds"],
@@ -67,46 +88,84 @@ def run_variant(cfg, name: str) -> dict:
     }
 
 
+def ray_pipeline(args: Args, workers: int, max_steps_ahead: int, chunk_steps: int):
+    from sacglam.config import PipelineConfig, ResourcesConfig
+
+    return PipelineConfig(
+        rollout_workers=workers,
+        learners=1,
+        max_steps_ahead=max_steps_ahead,
+        chunk_steps=chunk_steps,
+        resources=ResourcesConfig(
+            worker_cpus=1.0 / workers,
+            inference_cpus=1.0,
+            learner_cpus=1.0,
+            replay_cpus=0.5,
+            learner_threads=args.learner_threads,
+        ),
+    )
+
+
 def main(args: Args) -> None:
     import warnings
 
     import ray
 
-    from sacglam.config import PipelineConfig, ResourcesConfig, TrainConfig
+    from sacglam.config import TrainConfig
     from sacglam.config_io import load_yaml_config
 
     warnings.filterwarnings("ignore")
     base = load_yaml_config(TrainConfig, args.config)
     base = replace(base, total_env_steps=args.total_env_steps, eval_every=10**9, eval_episodes=4, progress=False)
-    results = [run_variant(replace(base, runner="local"), "in-process (local runner)")]
+    # Block 1: the config's own schedule, no latency. Block 2: a collection-bound schedule at each
+    # latency (see the module docstring).
+    # The collection-bound block lets collection run one update period ahead (the paper schedule
+    # block: one vector step), so environment waits overlap the learner's updates.
+    lighter = replace(base, sac=replace(base.sac, update_every=args.latency_update_every))
+    blocks = [("paper schedule", base, 0.0)] if args.paper_block else []
+    blocks += [("collection-bound", lighter, latency) for latency in args.latencies_ms]
+    runs = []  # (block, latency, variant name, config)
+    for block, cfg, latency in blocks:
+        cfg = replace(cfg, env=replace(cfg.env, step_latency_ms=latency))
+        ahead = cfg.sac.update_every if block == "collection-bound" else cfg.num_envs
+        chunk = args.chunk_steps if block == "collection-bound" else 1
+        local = replace(cfg, runner="local", pipeline=replace(cfg.pipeline, max_steps_ahead=ahead, chunk_steps=chunk))
+        runs.append((block, latency, "in-process (local runner)", local))
+        for workers in args.workers:
+            pipeline = ray_pipeline(args, workers, ahead, chunk)
+            runs.append(
+                (block, latency, f"ray, {workers} rollout worker(s)", replace(cfg, runner="ray", pipeline=pipeline))
+            )
+    results = []
+    # In-process variants first, before Ray starts, so Ray's daemons cost them nothing.
+    for block, latency, name, cfg in [r for r in runs if r[3].runner == "local"]:
+        results.append(run_variant(cfg, name, latency, block) | {"block": block})
     ray.init(num_cpus=args.ray_cpus, include_dashboard=False, logging_level="WARNING")
-    for workers in args.workers:
-        share = 1.0 / workers
-        pipeline = PipelineConfig(
-            rollout_workers=workers,
-            learners=1,
-            max_steps_ahead=base.num_envs,
-            resources=ResourcesConfig(
-                worker_cpus=share,
-                inference_cpus=1.0,
-                learner_cpus=1.0,
-                replay_cpus=0.5,
-                learner_threads=args.learner_threads,
-            ),
-        )
-        results.append(run_variant(replace(base, runner="ray", pipeline=pipeline), f"ray, {workers} rollout worker(s)"))
+    for block, latency, name, cfg in [r for r in runs if r[3].runner == "ray"]:
+        results.append(run_variant(cfg, name, latency, block) | {"block": block})
     ray.shutdown()
-    reference = results[0]
+    order = {(block, latency): i for i, (block, _, latency) in enumerate(blocks)}
+    results.sort(key=lambda r: (order[(r["block"], r["latency_ms"])], r["variant"] != "in-process (local runner)"))
     for r in results:
+        same = [x for x in results if (x["block"], x["latency_ms"]) == (r["block"], r["latency_ms"])]
+        reference = next(x for x in same if x["variant"].startswith("in-process"))
         r["env_steps_per_s_vs_in_process"] = r["env_steps_per_s"] / reference["env_steps_per_s"]
-    header = f"{'variant':<28} {'env steps/s':>11} {'x in-proc':>9} {'updates/s':>9} {'lag max':>7} {'sync ms':>8} {'sync KB':>8} {'batch':>6}"
+        one_worker = [x for x in same if x["variant"].startswith("ray, 1 ")]
+        if one_worker:
+            r["env_steps_per_s_vs_1_worker"] = r["env_steps_per_s"] / one_worker[0]["env_steps_per_s"]
+    header = (
+        f"{'block':<17} {'latency':>7} {'variant':<28} {'env steps/s':>11} {'x in-proc':>9} {'x 1 worker':>10} "
+        f"{'updates/s':>9} {'lag max':>7} {'sync ms':>8} {'sync KB':>8} {'batch':>6}"
+    )
     print(header)
     for r in results:
         sync_ms = f"{1000 * r['sync_seconds_median']:.1f}" if r["sync_seconds_median"] is not None else "-"
         sync_kb = f"{r['sync_bytes'] / 1024:.0f}" if r["sync_bytes"] else "-"
         batch = f"{r['inference_mean_batch_states']:.1f}" if r["inference_mean_batch_states"] else "-"
+        vs_one = f"{r['env_steps_per_s_vs_1_worker']:.2f}" if "env_steps_per_s_vs_1_worker" in r else "-"
         print(
-            f"{r['variant']:<28} {r['env_steps_per_s']:>11.1f} {r['env_steps_per_s_vs_in_process']:>9.2f} "
+            f"{r['block']:<17} {r['latency_ms']:>5g}ms {r['variant']:<28} {r['env_steps_per_s']:>11.1f} "
+            f"{r['env_steps_per_s_vs_in_process']:>9.2f} {vs_one:>10} "
             f"{r['updates_per_s']:>9.2f} {r['policy_lag_max']:>7} {sync_ms:>8} {sync_kb:>8} {batch:>6}"
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +175,7 @@ def main(args: Args) -> None:
                 "benchmark": "pipeline",
                 "config": args.config,
                 "total_env_steps": args.total_env_steps,
+                "latency_update_every": args.latency_update_every,
                 "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform()},
                 "results": results,
             },

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from sacglam.envs.latency import StepLatency
 from sacglam.envs.playground_text import PlaygroundText, validate_env_args
 from sacglam.envs.vector import PlaygroundTextVector
 
@@ -29,9 +30,16 @@ class EnvConfig:
     """Goal set episodes draw from: train, test, simple-train or simple-test."""
     max_steps: int = 30
     """Steps before an episode is truncated (30 in the paper's task, 8 in the simplified variant)."""
+    step_latency_ms: float = 0.0
+    """Wall time added to every environment step of the vector form (a sleep), standing in for a
+    slow engine in latency-hiding benchmarks; 0 in every real run."""
 
     def __post_init__(self) -> None:
         validate_env_args(self.n_objects, self.goals, self.max_steps)
+        if not self.step_latency_ms >= 0:
+            raise ValueError(
+                f"env.step_latency_ms must be >= 0 (milliseconds per env step), got {self.step_latency_ms}"
+            )
 
     @classmethod
     def variant(cls, name: Variant) -> EnvConfig:
@@ -56,8 +64,9 @@ class EnvConfig:
     def make(self) -> PlaygroundText:
         return PlaygroundText(n_objects=self.n_objects, goals=self.goals, max_steps=self.max_steps)
 
-    def make_vector(self, num_envs: int) -> PlaygroundTextVector:
-        return PlaygroundTextVector(num_envs, n_objects=self.n_objects, goals=self.goals, max_steps=self.max_steps)
+    def make_vector(self, num_envs: int) -> PlaygroundTextVector | StepLatency:
+        vector = PlaygroundTextVector(num_envs, n_objects=self.n_objects, goals=self.goals, max_steps=self.max_steps)
+        return StepLatency(vector, self.step_latency_ms) if self.step_latency_ms else vector
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,10 @@ class AgentConfig:
     """Module names LoRA adapts; None: the attention projections of the architecture."""
     load_in_4bit: bool = False
     """Quantize the frozen base to bitsandbytes NF4 (needs lora_r > 0)."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Dtype of the frozen base LLM (its compute dtype with `load_in_4bit`). `auto`: bfloat16 on
+    CUDA when LoRA freezes the base, float32 otherwise. LoRA weights, heads, log-probs, losses and
+    optimizer state stay float32 whatever this says."""
     scoring: Literal["sum", "mean"] = "sum"
     """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
     prompt_template: Literal["plain", "candidates"] = "plain"
@@ -96,6 +109,13 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.load_in_4bit and self.lora_r == 0:
             raise ValueError("load_in_4bit=True needs LoRA (lora_r > 0): a 4-bit base cannot be fine-tuned directly")
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise ValueError(f"agent.dtype={self.dtype!r}: choose auto, float32 or bfloat16")
+        if self.dtype == "bfloat16" and self.lora_r == 0:
+            raise ValueError(
+                "agent.dtype=bfloat16 keeps the frozen base in bfloat16, but lora_r=0 trains every LLM weight, "
+                "which must stay float32: use LoRA (lora_r > 0) or dtype=float32"
+            )
         if self.lora_r < 0 or self.lora_alpha <= 0:
             raise ValueError(f"lora_r must be >= 0 and lora_alpha > 0, got r={self.lora_r}, alpha={self.lora_alpha}")
         if self.critic_width < 1 or self.max_actions < 1 or self.n_critics < 1:
@@ -108,6 +128,13 @@ class AgentConfig:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
+
+    @property
+    def resolved_dtype(self) -> str:
+        """`float32` or `bfloat16`: what `dtype` means on the resolved device."""
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if self.resolved_device.startswith("cuda") and self.lora_r > 0 else "float32"
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,12 @@ class GLAMAgent(nn.Module):
     def __init__(self, config: AgentConfig, language_model: LanguageModel | None = None):
         super().__init__()
         self.config = config
+        base_dtype = getattr(torch, config.resolved_dtype)
         lm = language_model or load_language_model(
-            config.model, load_in_4bit=config.load_in_4bit, device=config.resolved_device
+            config.model, load_in_4bit=config.load_in_4bit, device=config.resolved_device, dtype=base_dtype
         )
+        if not config.load_in_4bit and lm.model.dtype != base_dtype:
+            lm.model.to(base_dtype)  # a model passed in: the config decides the base's dtype
         self.kind, self.tokenizer = lm.kind, lm.tokenizer
         if config.lora_r > 0:
             for p in lm.model.parameters():
@@ -60,7 +63,8 @@ class GLAMAgent(nn.Module):
                 lora_dropout=0.0,
                 target_modules=list(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind]),
             )
-            self.llm: nn.Module = get_peft_model(lm.model, lora)
+            # LoRA weights in float32 on a bfloat16 base (peft casts the adapter's input to them).
+            self.llm: nn.Module = get_peft_model(lm.model, lora, autocast_adapter_dtype=True)
         else:
             self.llm = lm.model
             for p in self.llm.parameters():

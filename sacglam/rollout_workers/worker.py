@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,8 @@ class RolloutWorker:
         self.num_envs = num_envs
         self.env = env_config.make_vector(num_envs)
         self.rng = np.random.default_rng(seed)
+        self.observations: list[str]
+        self.infos: dict[str, Any]
         self.observations, self.infos = self.env.reset(seed=seed)
         self.recorder = EpisodeRecorder(num_envs)
         self.recorder.start(self.observations, self.infos)

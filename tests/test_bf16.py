@@ -1,0 +1,96 @@
+"""A bfloat16 base for GPUs, tested on CPU: the frozen LLM in bfloat16, everything that learns in
+float32; log-probs close to the float32 agent's; an SAC update changes only trainable weights."""
+
+import random
+
+import pytest
+import torch
+
+from sacglam.config import AgentConfig, SACConfig
+from sacglam.envs import PlaygroundTextVector
+from sacglam.learner.sac import SACLearner
+from sacglam.models import GLAMAgent
+from sacglam.replay_actor.buffer import ReplayBuffer
+from sacglam.rollout_workers.recorder import EpisodeRecorder
+
+# Measured on the tiny random model over 16 full-task states (docs/agent.md): |d log-likelihood|
+# at most 0.006 for |log-likelihood| about 13.6, |d pi| at most 0.0006. Tolerances with margin:
+LOG_LIKELIHOOD_ATOL = 0.05
+PROBABILITY_ATOL = 0.01
+
+
+def full_task_states(n: int = 16, steps: int = 5):
+    vec = PlaygroundTextVector(n, n_objects=6, goals="train", max_steps=30)
+    obs, info = vec.reset(seed=0)
+    rng = random.Random(0)
+    for _ in range(steps):
+        obs, *_, info = vec.step([rng.choice(c) for c in info["candidates"]])
+    return obs, info["candidates"]
+
+
+def agent(dtype: str, **config) -> GLAMAgent:
+    torch.manual_seed(0)
+    return GLAMAgent(
+        AgentConfig(**({"model": "tiny-causal", "critic_width": 32, "lora_r": 8, "dtype": dtype} | config))
+    )
+
+
+def test_the_base_is_bfloat16_and_everything_that_learns_is_float32():
+    bf16 = agent("bfloat16")
+    frozen = {p.dtype for p in bf16.parameters() if not p.requires_grad}
+    trainable = {name: p.dtype for name, p in bf16.named_parameters() if p.requires_grad}
+    assert frozen == {torch.bfloat16}
+    assert set(trainable.values()) == {torch.float32}
+    assert any("lora_" in n for n in trainable) and any(n.startswith("critic.") for n in trainable)
+
+
+def test_bfloat16_log_probs_match_float32_within_the_stated_tolerance():
+    observations, candidates = full_task_states()
+    outputs = {}
+    for dtype in ("float32", "bfloat16"):
+        model = agent(dtype)
+        with torch.no_grad():
+            outputs[dtype] = model(model.encode(observations, candidates))
+    full, half = outputs["float32"], outputs["bfloat16"]
+    mask = full.mask
+    assert half.log_pi.dtype == half.action_log_likelihood.dtype == torch.float32
+    ll_error = (full.action_log_likelihood - half.action_log_likelihood)[mask].abs().max().item()
+    assert ll_error <= LOG_LIKELIHOOD_ATOL
+    assert (full.probs - half.probs)[mask].abs().max().item() <= PROBABILITY_ATOL
+    assert ll_error > 0.0  # the base really computed in bfloat16 (a float32 run would match exactly)
+
+
+def test_an_sac_update_on_a_bfloat16_base_changes_only_trainable_weights():
+    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
+    obs, info = vec.reset(seed=0)
+    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True)
+    recorder.start(obs, info)
+    for _ in range(40):
+        actions = [rng.choice(c) for c in info["candidates"]]
+        obs, r, te, tr, info = vec.step(actions)
+        for episode in recorder.record(actions, obs, r, te, tr, info):
+            buffer.add(episode)
+    sac = SACLearner(agent("bfloat16"), SACConfig(gamma=0.9, batch_size=16, critic_warmup_updates=0))
+    frozen_before = {n: p.clone() for n, p in sac.agent.named_parameters() if not p.requires_grad}
+    trainable_before = {n: p.clone() for n, p in sac.agent.named_parameters() if p.requires_grad}
+    metrics = sac.update(buffer.sample(16, n_step=3, mode="ratio"))
+    assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())
+    for name, p in sac.agent.named_parameters():
+        if name in frozen_before:
+            assert torch.equal(p, frozen_before[name]), f"frozen {name} moved"
+    moved = [
+        n for n, p in sac.agent.named_parameters() if n in trainable_before and not torch.equal(p, trainable_before[n])
+    ]
+    assert any("lora_" in n for n in moved) and any(n.startswith("critic.") for n in moved)
+    states = [s for group in sac.optimizer.state.values() for s in group.values() if torch.is_tensor(s) and s.dim()]
+    assert states and all(s.dtype == torch.float32 for s in states)
+
+
+def test_dtype_is_validated_and_auto_means_float32_on_cpu():
+    assert AgentConfig(model="tiny-causal", device="cpu").resolved_dtype == "float32"
+    assert AgentConfig(model="tiny-causal", device="cuda", lora_r=8).resolved_dtype == "bfloat16"
+    assert AgentConfig(model="tiny-causal", device="cuda", lora_r=0).resolved_dtype == "float32"
+    with pytest.raises(ValueError, match="lora_r=0 trains every LLM weight"):
+        AgentConfig(dtype="bfloat16", lora_r=0)
+    with pytest.raises(ValueError, match="choose auto, float32 or bfloat16"):
+        AgentConfig(dtype="float16")  # type: ignore[arg-type]
