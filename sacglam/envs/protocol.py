@@ -1,0 +1,155 @@
+"""The environment protocol: what a text environment must give sacglam, and a checker for it.
+
+Spec: `docs/environments.md`, "The protocol". A text environment is a gymnasium environment whose
+observations are the prompt text and whose `info` (at reset and after every step) carries:
+- `candidates` (required): the non-empty list of action texts the agent may take next;
+- `goal` (optional): the episode's goal text, which the observation carries on its first line
+  as `Goal: <goal>` (that line is what hindsight relabeling rewrites);
+- `achieved_goals` (optional, turns hindsight relabeling on): the goals the step just taken
+  achieved, each reported once per episode; a goal reported at a step must be one whose episode
+  would have ended with success at that step (reward > 0, terminated);
+- `goal_type` (optional): the goal's category, for per-category evaluation.
+`reset(options={"goal": g})` starting an episode on goal g is optional (evaluation on fixed goal
+lists and goal samplers use it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium
+
+GOAL_PREFIX = "Goal: "
+
+
+class EnvironmentProtocolError(ValueError):
+    """An environment does not follow the protocol; the message names what is wrong."""
+
+
+def split_goal(observation: str) -> tuple[str, str]:
+    """`"Goal: g\\n<rest>"` -> `(g, "<rest>")`: the goal and the goal-free rest of the observation."""
+    head, sep, rest = observation.partition("\n")
+    if not head.startswith(GOAL_PREFIX) or not sep:
+        raise EnvironmentProtocolError(
+            f"an observation of a goal-conditioned environment must start with a '{GOAL_PREFIX}<goal>' line "
+            f"followed by the rest of the text; got {observation[:120]!r}"
+        )
+    return head[len(GOAL_PREFIX) :], rest
+
+
+def with_goal(rest: str, goal: str) -> str:
+    """The observation of a goal-free text under `goal` (inverse of `split_goal`)."""
+    return f"{GOAL_PREFIX}{goal}\n{rest}"
+
+
+def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
+    problems = []
+    if not isinstance(info, dict):
+        return [f"{where}: info must be a dict, got {type(info).__name__}"]
+    candidates = info.get("candidates")
+    if candidates is None:
+        problems.append(f"{where}: info has no 'candidates' (the list of action texts the agent may take)")
+    elif (
+        not isinstance(candidates, Sequence)
+        or isinstance(candidates, str)
+        or not candidates
+        or not all(isinstance(c, str) and c for c in candidates)
+    ):
+        problems.append(
+            f"{where}: info['candidates'] must be a non-empty list of non-empty strings, got {candidates!r}"
+        )
+    elif len(set(candidates)) != len(candidates):
+        problems.append(f"{where}: info['candidates'] repeats an action: {candidates!r}")
+    if goal_conditioned and not isinstance(info.get("goal"), str):
+        problems.append(f"{where}: info['goal'] must be the goal text (a str) in every info once it is at reset")
+    achieved = info.get("achieved_goals")
+    if achieved is not None and (isinstance(achieved, str) or not all(isinstance(g, str) for g in achieved)):
+        problems.append(f"{where}: info['achieved_goals'] must be a list of goal strings, got {achieved!r}")
+    if "goal_type" in info and not isinstance(info["goal_type"], str):
+        problems.append(f"{where}: info['goal_type'] must be a str, got {info['goal_type']!r}")
+    return problems
+
+
+def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 200, seed: int = 0) -> dict[str, bool]:
+    """Run `episodes` episodes of `env` (at most `max_steps` steps each) with uniformly random
+    candidates, and check every value against the protocol. Raises `EnvironmentProtocolError` listing every problem
+    found (at most 10); returns the optional features the environment has: `goal` (goal-conditioned,
+    relabelable observations), `hindsight` (`achieved_goals` reported), `goal_type`, `goal_reset`
+    (`reset(options={"goal": g})` honoured)."""
+    rng = random.Random(seed)
+    problems: list[str] = []
+    features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
+    for episode in range(episodes):
+        result = env.reset(seed=seed + episode)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise EnvironmentProtocolError("reset() must return (observation, info)")
+        obs, info = result
+        if episode == 0:
+            features["goal"] = isinstance(info, dict) and "goal" in info
+            features["goal_type"] = isinstance(info, dict) and "goal_type" in info
+        problems += _check_observation(obs, info, "reset", features["goal"])
+        problems += _check_info(info, "reset", features["goal"])
+        if problems:
+            break
+        goal = info.get("goal")
+        for t in range(max_steps):
+            candidates = info["candidates"]
+            step = env.step(rng.choice(candidates))
+            where = f"episode {episode}, step {t + 1}"
+            if not (isinstance(step, tuple) and len(step) == 5):
+                raise EnvironmentProtocolError(
+                    f"{where}: step() must return (obs, reward, terminated, truncated, info)"
+                )
+            obs, reward, terminated, truncated, info = step
+            if not isinstance(reward, (int, float)) or isinstance(reward, bool):
+                problems.append(f"{where}: reward must be a float, got {reward!r}")
+            if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+                problems.append(f"{where}: terminated and truncated must be bools, got {terminated!r}, {truncated!r}")
+            problems += _check_info(info, where, features["goal"])
+            problems += _check_observation(obs, info, where, features["goal"])
+            if problems:
+                break
+            if "achieved_goals" in info:
+                features["hindsight"] = True
+                if goal in info["achieved_goals"] and not (terminated and float(reward) > 0):
+                    problems.append(
+                        f"{where}: the episode's own goal {goal!r} was reported achieved but the step was not a "
+                        f"success (reward {reward}, terminated {terminated}); relabeled rewards would disagree"
+                    )
+            if terminated or truncated:
+                break
+        if problems:
+            break
+    if features["goal"] and not problems:
+        features["goal_reset"] = _honours_goal_reset(env, goal_of=env.reset(seed=seed)[1]["goal"], seed=seed + 1)
+    if problems:
+        shown = "; ".join(problems[:10])
+        raise EnvironmentProtocolError(
+            f"{type(env.unwrapped).__name__} does not follow the environment protocol: {shown}"
+        )
+    return features
+
+
+def _check_observation(obs: Any, info: Any, where: str, goal_conditioned: bool) -> list[str]:
+    if not isinstance(obs, str) or not obs:
+        return [f"{where}: the observation must be the prompt text (a non-empty str), got {type(obs).__name__}"]
+    if goal_conditioned and isinstance(info, dict) and isinstance(info.get("goal"), str):
+        try:
+            goal, rest = split_goal(obs)
+        except EnvironmentProtocolError as error:
+            return [f"{where}: {error}"]
+        if goal != info["goal"]:
+            return [f"{where}: the observation's goal line says {goal!r} but info['goal'] is {info['goal']!r}"]
+        if with_goal(rest, goal) != obs:
+            return [f"{where}: rewriting the observation under its own goal does not give it back"]
+    return []
+
+
+def _honours_goal_reset(env: gymnasium.Env, goal_of: str, seed: int) -> bool:
+    try:
+        _, info = env.reset(seed=seed, options={"goal": goal_of})
+    except Exception:  # an environment without goal resets may refuse the option in any way
+        return False
+    return isinstance(info, dict) and info.get("goal") == goal_of

@@ -1,0 +1,96 @@
+"""The environment protocol checker (`sacglam.envs.protocol`): both environments pass with the
+features they have; a malformed environment is refused with a message naming what is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import pytest
+
+from sacglam.envs import PlaygroundText
+from sacglam.envs.babyai import BabyAIText
+from sacglam.envs.protocol import EnvironmentProtocolError, check_environment, split_goal, with_goal
+
+
+class Corridor(gymnasium.Env):
+    """A toy goal-conditioned text environment: walk right to cell `goal` of a 5-cell corridor.
+    Keyword arguments break one part of the protocol each."""
+
+    def __init__(self, **breakage: Any):
+        self.breakage = breakage
+        self.position, self.goal, self.t = 0, 3, 0
+
+    def _obs(self) -> str:
+        text = f"You are at cell {self.position}.\nAction:"
+        if self.breakage.get("no_goal_line"):
+            return text
+        goal = "reach cell 4" if self.breakage.get("wrong_goal_line") else f"reach cell {self.goal}"
+        return with_goal(text, goal)
+
+    def _info(self, achieved: list[str] | None) -> dict[str, Any]:
+        info: dict[str, Any] = {"candidates": ["left", "right"], "goal": f"reach cell {self.goal}"}
+        if self.breakage.get("no_candidates"):
+            del info["candidates"]
+        if self.breakage.get("empty_candidates"):
+            info["candidates"] = []
+        if achieved is not None:
+            info["achieved_goals"] = achieved
+        return info
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position, self.t = 0, 0
+        self.goal = int(options["goal"].split()[-1]) if options and "goal" in options else 2 + (seed or 0) % 3
+        return self._obs(), self._info([])
+
+    def step(self, action):
+        self.t += 1
+        self.position = max(0, min(4, self.position + (1 if action == "right" else -1)))
+        success = self.position == self.goal
+        achieved = [f"reach cell {self.position}"]
+        if self.breakage.get("lying_partner"):
+            success = False
+        reward: Any = float(success)
+        if self.breakage.get("int_flags"):
+            return self._obs(), reward, int(success), 0, self._info(achieved)
+        return self._obs(), reward, success, self.t >= 10 and not success, self._info(achieved)
+
+
+def test_playground_text_and_babyai_text_pass_with_hindsight_and_goal_resets():
+    playground = check_environment(PlaygroundText(n_objects=3, goals="simple-train", max_steps=8))
+    assert playground == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
+    babyai = check_environment(BabyAIText("MixedLocal"))
+    assert babyai == {"goal": True, "hindsight": True, "goal_type": True, "goal_reset": True}
+
+
+def test_a_toy_environment_passes_and_its_features_are_found():
+    assert check_environment(Corridor()) == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
+
+
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        ({"no_candidates": True}, "info has no 'candidates'"),
+        ({"empty_candidates": True}, "must be a non-empty list of non-empty strings"),
+        ({"no_goal_line": True}, "must start with a 'Goal: <goal>' line"),
+        ({"wrong_goal_line": True}, "the observation's goal line says 'reach cell 4' but info\\['goal'\\] is"),
+        ({"lying_partner": True}, "was reported achieved but the step was not a success"),
+        ({"int_flags": True}, "terminated and truncated must be bools"),
+    ],
+)
+def test_a_malformed_environment_is_refused_naming_what_is_wrong(breakage, message):
+    with pytest.raises(
+        EnvironmentProtocolError, match=f"Corridor does not follow the environment protocol: .*{message}"
+    ):
+        check_environment(Corridor(**breakage))
+
+
+def test_goal_lines_split_and_join_back():
+    assert split_goal("Goal: go to the red ball\nYou see: nothing\nAction:") == (
+        "go to the red ball",
+        "You see: nothing\nAction:",
+    )
+    assert with_goal("x\ny", "g") == "Goal: g\nx\ny"
+    with pytest.raises(EnvironmentProtocolError, match="must start with a 'Goal: <goal>' line"):
+        split_goal("You see: nothing")
