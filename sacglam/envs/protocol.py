@@ -24,6 +24,10 @@ import gymnasium
 GOAL_PREFIX = "Goal: "
 
 
+class InvalidActionError(ValueError):
+    """An action text that is not among the environment's current candidates."""
+
+
 class EnvironmentProtocolError(ValueError):
     """An environment does not follow the protocol; the message names what is wrong."""
 
