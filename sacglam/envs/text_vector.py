@@ -95,7 +95,7 @@ class TextVectorEnv(VectorEnv):
             self._episode_info[i] = {k: v for k, v in episode_info.items() if k not in _STEP_ONLY}
             observations[i] = obs
             current[i] = self._episode_info[i]
-        infos = self._gather(current)
+        infos: dict[str, Any] = self._gather(current)
         infos |= {
             "achieved_goals": achieved,
             "final_obs": final_obs,
