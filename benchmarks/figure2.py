@@ -33,7 +33,7 @@ import tyro
 class Args:
     experiment: Path = Path("tune_configs/experiments/figure2.yaml")
     form: str = "cpu-full"
-    """`cpu-full` (25.6k env steps) or `cpu-full-64k` (the longer run)."""
+    """`cpu-full` (25.6k env steps), `cpu-full-64k` (the longer run) or `cpu-full-64k-b128` (its SAC at batch 128)."""
     storage: Path = Path("runs/tune")
     """Where Tune keeps the trials (`<storage>/figure2-<form>`)."""
     fresh: bool = False
