@@ -17,6 +17,11 @@ class Corridor(gymnasium.Env):
     """A toy goal-conditioned text environment: walk right to cell `goal` of a 5-cell corridor.
     Keyword arguments break one part of the protocol each."""
 
+    observation_space = gymnasium.spaces.Text(
+        max_length=200, charset=frozenset("abcdefghijklmnopqrstuvwxyzGYA 0123456789.:\n")
+    )
+    action_space = gymnasium.spaces.Text(max_length=5)
+
     def __init__(self, **breakage: Any):
         self.breakage = breakage
         self.position, self.goal, self.t = 0, 3, 0
@@ -77,13 +82,17 @@ def test_a_toy_environment_passes_and_its_features_are_found():
         ({"wrong_goal_line": True}, "the observation's goal line says 'reach cell 4' but info\\['goal'\\] is"),
         ({"lying_partner": True}, "was reported achieved but the step was not a success"),
         ({"int_flags": True}, "terminated and truncated must be bools"),
+        ({"no_spaces": True}, "has no observation_space"),
     ],
 )
 def test_a_malformed_environment_is_refused_naming_what_is_wrong(breakage, message):
+    env = Corridor(**breakage)
+    if breakage.get("no_spaces"):
+        env.observation_space = None  # type: ignore[assignment]
     with pytest.raises(
         EnvironmentProtocolError, match=f"Corridor does not follow the environment protocol: .*{message}"
     ):
-        check_environment(Corridor(**breakage))
+        check_environment(env)
 
 
 def test_goal_lines_split_and_join_back():

@@ -151,6 +151,7 @@ GOAL_SETS: Final[dict[str, tuple[str, ...]]] = {
 }
 """The goal sets an environment can draw from, by name."""
 
+HELD_OUT_GOALS: Final = {"train": "test", "simple-train": "simple-test"}  # each goal set's held-out twin
 SEQUENTIAL_GOAL_SETS: Final = frozenset({"train", "test"})
 
 

@@ -83,7 +83,15 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
     relabelable observations), `hindsight` (`achieved_goals` reported), `goal_type`, `goal_reset`
     (`reset(options={"goal": g})` honoured)."""
     rng = random.Random(seed)
-    problems: list[str] = []
+    problems: list[str] = [
+        f"it has no {name} (gymnasium environments declare theirs, e.g. gymnasium.spaces.Text(max_length=...))"
+        for name in ("observation_space", "action_space")
+        if getattr(env, name, None) is None
+    ]
+    if problems:
+        raise EnvironmentProtocolError(
+            f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)}"
+        )
     features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
     for episode in range(episodes):
         result = env.reset(seed=seed + episode)

@@ -65,3 +65,40 @@ def parse_object(text: str) -> SceneObject:
     if type_ not in TYPE_CATEGORY:
         raise ValueError(f"object {text!r}: unknown type {type_!r}; types are {', '.join(TYPES)}")
     return color, type_
+
+
+# Words of Playground-Text's prompts and actions that are not colours, types or categories.
+PROMPT_WORDS: Final = (
+    "Goal",
+    "You",
+    "see",
+    "are",
+    "on",
+    "holding",
+    "have",
+    "grown",
+    "nothing",
+    "Action",
+    "Possible",
+    "actions",
+    "Go",
+    "to",
+    "Grasp",
+    "Release",
+    "Grow",
+    "grasp",
+    "grow",
+    "then",
+    "any",
+    "thing",
+    ":",
+    ",",
+)
+
+
+def prompt_words() -> tuple[str, ...]:
+    """Every word and punctuation mark of Playground-Text prompts and actions, in a fixed order
+    (a word-level tokenizer's ids follow it)."""
+    words = list(PROMPT_WORDS) + list(COLORS) + list(TYPES)
+    words += [c for c in GOAL_CATEGORIES if c not in words]
+    return tuple(dict.fromkeys(words))

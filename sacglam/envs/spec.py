@@ -1,0 +1,236 @@
+"""What the pipeline knows about an environment, whichever it is: `EnvironmentSpec`.
+
+Spec: `docs/environments.md`, "Selecting an environment". Every layer above `sacglam.envs` reads
+an environment through this interface only: how to make one (or a vector of them), the name of
+its goal set (metric keys: `eval/<goal set>/...`), its held-out twin, its goal types and their
+shares (per-type evaluation and the replay buffer's prior sampling), the goal list evaluation
+draws fixed episodes from, the words of its texts (the tiny model's vocabulary), and its expert.
+
+Three kinds: Playground-Text (`PlaygroundSpec`), BabyAI-Text (`BabyAISpec`), and any other
+protocol environment named by a gymnasium id or `module:Class` with keyword arguments
+(`GymnasiumSpec`: no goal list, one goal type, `all`, and no expert).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from gymnasium.vector import VectorEnv
+
+from sacglam.envs.text_vector import TextVectorEnv
+
+ALL_TYPES = "all"  # the one goal type of an environment that has none
+
+
+class ExpertUnavailableError(ValueError):
+    """The environment has no expert policy."""
+
+
+class EnvironmentSpec(ABC):
+    """One environment on one goal set. Specs are small, picklable values (Ray ships them)."""
+
+    goal_set: str  # the name metric keys use: eval/<goal_set>/...
+
+    @abstractmethod
+    def make(self) -> gymnasium.Env:
+        """One environment."""
+
+    def make_vector(self, num_envs: int) -> VectorEnv:
+        """`num_envs` environments as one vector with same-step auto-reset (`TextVectorEnv`)."""
+        return TextVectorEnv([self.make() for _ in range(num_envs)])
+
+    def held_out(self) -> EnvironmentSpec | None:
+        """The same environment on its held-out goals, or None when it has none."""
+        return None
+
+    @property
+    def goal_types(self) -> tuple[str, ...]:
+        """Goal categories in display order (`(ALL_TYPES,)` for an environment without any)."""
+        return (ALL_TYPES,)
+
+    def goal_type(self, goal: str) -> str:
+        return ALL_TYPES
+
+    def goals(self) -> tuple[str, ...] | None:
+        """The goals episodes of this goal set draw from, or None when the environment does not say
+        (evaluation then resets with seeds only)."""
+        return None
+
+    def type_shares(self) -> dict[str, float]:
+        """The fraction of the goal set in each goal type (the overall success re-weights by it)."""
+        goals = self.goals()
+        if not goals:
+            return {t: 1.0 / len(self.goal_types) for t in self.goal_types}
+        counts = dict.fromkeys(self.goal_types, 0)
+        for goal in goals:
+            counts[self.goal_type(goal)] += 1
+        return {t: c / len(goals) for t, c in counts.items()}
+
+    def vocabulary(self) -> tuple[str, ...]:
+        """Words of the environment's texts, for the tiny model's word-level tokenizer (() when
+        unknown: the tiny model then cannot be used)."""
+        return ()
+
+    def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
+        """The expert's action in `env`'s current state (`observation`, `candidates`)."""
+        raise ExpertUnavailableError(f"{type(self).__name__} has no expert policy")
+
+
+@dataclass(frozen=True)
+class PlaygroundSpec(EnvironmentSpec):
+    """Playground-Text (`docs/environment.md`): `n_objects` per scene, goals from `goal_set`,
+    episodes of `max_steps`; `step_latency_ms` adds a sleep per vector step (benchmarks only)."""
+
+    n_objects: int = 6
+    goal_set: str = "train"
+    max_steps: int = 30
+    step_latency_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        from sacglam.envs.playground_text import validate_env_args
+
+        validate_env_args(self.n_objects, self.goal_set, self.max_steps)
+
+    def make(self) -> gymnasium.Env:
+        from sacglam.envs.playground_text import PlaygroundText
+
+        return PlaygroundText(n_objects=self.n_objects, goals=self.goal_set, max_steps=self.max_steps)
+
+    def make_vector(self, num_envs: int) -> VectorEnv:
+        from sacglam.envs.latency import StepLatency
+        from sacglam.envs.vector import PlaygroundTextVector
+
+        vector = PlaygroundTextVector(num_envs, n_objects=self.n_objects, goals=self.goal_set, max_steps=self.max_steps)
+        return StepLatency(vector, self.step_latency_ms) if self.step_latency_ms else vector
+
+    def held_out(self) -> EnvironmentSpec | None:
+        from sacglam.envs.goals import HELD_OUT_GOALS
+
+        if self.goal_set not in HELD_OUT_GOALS:
+            return None
+        return PlaygroundSpec(self.n_objects, HELD_OUT_GOALS[self.goal_set], self.max_steps, self.step_latency_ms)
+
+    @property
+    def goal_types(self) -> tuple[str, ...]:
+        from sacglam.envs.goals import GOAL_TYPES
+
+        return GOAL_TYPES
+
+    def goal_type(self, goal: str) -> str:
+        from sacglam.envs.goals import goal_type
+
+        return goal_type(goal)
+
+    def goals(self) -> tuple[str, ...]:
+        from sacglam.envs.goals import GOAL_SETS
+
+        return GOAL_SETS[self.goal_set]
+
+    def type_shares(self) -> dict[str, float]:
+        from sacglam.envs.goals import goal_type_shares
+
+        return goal_type_shares(self.goal_set)  # cached: the train set has 8,470 goals
+
+    def vocabulary(self) -> tuple[str, ...]:
+        from sacglam.envs.vocabulary import prompt_words
+
+        return prompt_words()
+
+    def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
+        from sacglam.envs.expert import ExpertPolicy
+
+        return ExpertPolicy().act([observation], [candidates])[0]
+
+
+@dataclass(frozen=True)
+class BabyAISpec(EnvironmentSpec):
+    """BabyAI-Text (`docs/babyai-text.md`) on `level`, missions of `goal_set` (train or test)."""
+
+    level: str = "MixedLocal"
+    goal_set: str = "train"
+    n_objects: int = 4
+    room_size: int = 8
+    max_steps: int = 40
+
+    def __post_init__(self) -> None:
+        self.make()  # validates every argument with BabyAIText's own messages
+
+    def make(self) -> gymnasium.Env:
+        from sacglam.envs.babyai import BabyAIText
+
+        return BabyAIText(self.level, self.goal_set, self.n_objects, self.room_size, self.max_steps)
+
+    def held_out(self) -> EnvironmentSpec | None:
+        if self.goal_set != "train":
+            return None
+        return BabyAISpec(self.level, "test", self.n_objects, self.room_size, self.max_steps)
+
+    @property
+    def goal_types(self) -> tuple[str, ...]:
+        from sacglam.envs.babyai import LEVELS
+
+        return LEVELS[self.level]
+
+    def goal_type(self, goal: str) -> str:
+        from sacglam.envs.babyai import goal_type
+
+        return goal_type(goal)
+
+    def goals(self) -> tuple[str, ...]:
+        from sacglam.envs.babyai import LEVELS, missions
+
+        return tuple(m.text for m in missions(LEVELS[self.level], self.goal_set))
+
+    def vocabulary(self) -> tuple[str, ...]:
+        from sacglam.envs.babyai import ACTIONS, COLORS, OBJECT_TYPES, TASKS
+
+        fixed = "Goal You see carry Action : , nothing a an the wall door open closed locked step steps left right forward and"
+        words = fixed.split() + list(COLORS) + list(OBJECT_TYPES) + [w for t in (*TASKS, *ACTIONS) for w in t.split()]
+        return tuple(dict.fromkeys(words + [str(n) for n in range(13)]))
+
+    def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
+        return env.unwrapped.expert_action()  # type: ignore[attr-defined]
+
+
+_ENTRY = re.compile(r"^[\w.]+:\w+$")
+
+
+@dataclass(frozen=True)
+class GymnasiumSpec(EnvironmentSpec):
+    """Any protocol environment: `entry` is a gymnasium id (`"CartText-v0"`, `"pkg.module:Id-v0"`)
+    or `module:Class`; `kwargs` go to it. `held_out_kwargs`, when given, make the held-out twin
+    (the same entry with these keyword arguments on top)."""
+
+    entry: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    goal_set: str = "train"
+    held_out_kwargs: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.entry:
+            raise ValueError("env.entry is empty: give a gymnasium id or 'module:Class'")
+        self.make().close()  # fails now, with the entry's own message, rather than inside a worker
+
+    def make(self) -> gymnasium.Env:
+        if self.entry in gymnasium.registry or "/" in self.entry or not _ENTRY.match(self.entry):
+            return gymnasium.make(self.entry, **self.kwargs)  # with its registered wrappers (time limit, ...)
+        module_name, _, name = self.entry.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise ValueError(f"env.entry {self.entry!r}: cannot import module {module_name!r} ({error})") from error
+        target = getattr(module, name, None)
+        if isinstance(target, type) and issubclass(target, gymnasium.Env):
+            return target(**self.kwargs)
+        return gymnasium.make(self.entry, **self.kwargs)  # `module:RegisteredId`
+
+    def held_out(self) -> EnvironmentSpec | None:
+        if self.held_out_kwargs is None or self.goal_set != "train":
+            return None
+        return GymnasiumSpec(self.entry, {**self.kwargs, **self.held_out_kwargs}, "test", None)
