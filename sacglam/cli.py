@@ -2,7 +2,7 @@
 (tyro turns their field docstrings into `--help`) and dispatch to the job that runs them.
 
     sacglam demo   # the main job (make demo): tune_configs/runs/demo_*.yaml through Ray, one report
-    sacglam evaluate [--episodes 400] [--variants simple full] [--policies expert random]
+    sacglam evaluate [--episodes 400] [--variants simple full babyai-mixed] [--policies expert random]
     sacglam train --config tune_configs/runs/cpu_simple_sac_her.yaml [--seed 1] [--total-env-steps 25000] ...
     sacglam train --config tune_configs/runs/demo_smollm2.yaml [--address auto]
     sacglam train --resume runs/demo   # continue a killed run from its newest checkpoint
@@ -29,10 +29,9 @@ import tyro
 from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig
 from sacglam.config_io import from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
-from sacglam.envs.expert import ExpertPolicy
 from sacglam.errors import UserInputError
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
-from sacglam.policies import RandomPolicy
+from sacglam.policies import EnvironmentExpert, RandomPolicy
 from sacglam.types import Policy
 
 
@@ -44,9 +43,9 @@ class UsageError(UserInputError):
     """Command-line arguments that do not fit together."""
 
 
-def make_policy(name: str, cfg: EvalConfig) -> Policy:
+def make_policy(name: str, cfg: EvalConfig, env: EnvConfig) -> Policy | EnvironmentExpert:
     if name == "expert":
-        return ExpertPolicy()
+        return EnvironmentExpert(env)
     if name == "random":
         return RandomPolicy(cfg.seed)
     if name in ("llm-sampled", "llm-greedy"):
@@ -95,15 +94,15 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     for variant in cfg.variants:
         train_env = EnvConfig.variant(variant)
         for env_cfg in (train_env, train_env.held_out):
-            specs = episode_specs(env_cfg.goals, cfg.episodes, cfg.seed)
+            specs = episode_specs(env_cfg, cfg.episodes, cfg.seed)
             for name in cfg.policies:
                 label = f"{variant} / {env_cfg.goals} / {policy_label(name, cfg)}"
                 start = time.perf_counter()
                 results = run_episodes(
-                    make_policy(name, cfg), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
+                    make_policy(name, cfg, env_cfg), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
                 )
                 seconds = time.perf_counter() - start
-                rows[label] = success_by_goal_type(results, env_cfg.goals)
+                rows[label] = success_by_goal_type(results, env_cfg)
                 report["results"].append(
                     {
                         "variant": variant,

@@ -6,67 +6,102 @@ construction and names the rule that broke and how to fix it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from sacglam.envs.latency import StepLatency
-from sacglam.envs.playground_text import PlaygroundText, validate_env_args
-from sacglam.envs.vector import PlaygroundTextVector
+import gymnasium
+import tyro
+from gymnasium.vector import VectorEnv
 
-Variant = Literal["full", "simple"]
+from sacglam.envs.spec import BabyAISpec, EnvironmentSpec, GymnasiumSpec, PlaygroundSpec
 
-HELD_OUT_GOALS = {"train": "test", "simple-train": "simple-test"}
-"""The held-out goal set that matches each training goal set."""
+Variant = Literal["full", "simple", "babyai-goto", "babyai-pickup", "babyai-mixed"]
+
+_BABYAI_VARIANTS = {"babyai-goto": "GoToLocal", "babyai-pickup": "PickupLocal", "babyai-mixed": "MixedLocal"}
 
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Playground-Text settings (`docs/environment.md`)."""
+    """The environment (`docs/environments.md`): Playground-Text by default, BabyAI-Text, or any
+    protocol environment by gymnasium id or `module:Class`."""
 
+    name: str = "playground-text"
+    """`playground-text`, `babyai-text`, or a gymnasium id / `module:Class` of a protocol environment."""
     n_objects: int = 6
-    """Objects per scene (6 in the paper's task, 3 in the simplified variant)."""
+    """Objects per scene or room (Playground-Text: 6 in the paper's task, 3 in the simplified
+    variant; BabyAI-Text: keys, balls and boxes in the room)."""
     goals: str = "train"
-    """Goal set episodes draw from: train, test, simple-train or simple-test."""
+    """Goal set episodes draw from: Playground-Text train, test, simple-train or simple-test;
+    BabyAI-Text and other environments train or test (its held-out twin)."""
     max_steps: int = 30
-    """Steps before an episode is truncated (30 in the paper's task, 8 in the simplified variant)."""
+    """Steps before an episode is truncated (Playground-Text: 30 in the paper's task, 8 in the
+    simplified variant; BabyAI-Text: also; other environments set their own)."""
     step_latency_ms: float = 0.0
     """Wall time added to every environment step of the vector form (a sleep), standing in for a
     slow engine in latency-hiding benchmarks; 0 in every real run."""
+    level: str = "MixedLocal"
+    """BabyAI-Text level: GoToLocal, PickupLocal or MixedLocal."""
+    room_size: int = 8
+    """BabyAI-Text room side in cells, walls included."""
+    # Mappings are set in run configs (YAML), not on the command line (tyro cannot parse them).
+    kwargs: Annotated[dict[str, Any], tyro.conf.Suppress] = field(default_factory=dict, hash=False)
+    """Keyword arguments of a gymnasium id / `module:Class` environment."""
+    held_out_kwargs: Annotated[dict[str, Any] | None, tyro.conf.Suppress] = field(default=None, hash=False)
+    """For a gymnasium id / `module:Class` environment: the keyword arguments, on top of `kwargs`,
+    that make its held-out twin (None: it has none)."""
 
     def __post_init__(self) -> None:
-        validate_env_args(self.n_objects, self.goals, self.max_steps)
         if not self.step_latency_ms >= 0:
             raise ValueError(
                 f"env.step_latency_ms must be >= 0 (milliseconds per env step), got {self.step_latency_ms}"
             )
+        self.spec()  # validates the environment's own arguments, with its own messages
 
     @classmethod
     def variant(cls, name: Variant) -> EnvConfig:
-        """The paper's task (`full`: 6 objects, 8,470 goals, 30 steps) or the simplified one of its
-        appendix B (`simple`: 3 objects, 182 single goals, 8 steps)."""
+        """The paper's task (`full`: 6 objects, 8,470 goals, 30 steps), the simplified one of its
+        appendix B (`simple`: 3 objects, 182 single goals, 8 steps), or a BabyAI-Text level
+        (`babyai-goto`, `babyai-pickup`, `babyai-mixed`: 4 objects, 40 steps)."""
         if name == "full":
             return cls(n_objects=6, goals="train", max_steps=30)
         if name == "simple":
             return cls(n_objects=3, goals="simple-train", max_steps=8)
-        raise ValueError(f"unknown variant {name!r}; choose 'full' or 'simple'")
+        if name in _BABYAI_VARIANTS:
+            return cls(name="babyai-text", level=_BABYAI_VARIANTS[name], n_objects=4, max_steps=40)
+        raise ValueError(f"unknown variant {name!r}; choose one of {', '.join(get_args(Variant))}")
 
     def with_goals(self, goals: str) -> EnvConfig:
         return replace(self, goals=goals)
 
+    def spec(self) -> EnvironmentSpec:
+        """What the pipeline reads the environment through (`sacglam.envs.spec`)."""
+        if self.name == "playground-text":
+            return PlaygroundSpec(self.n_objects, self.goals, self.max_steps, self.step_latency_ms)
+        if self.name == "babyai-text":
+            return BabyAISpec(self.level, self.goals, self.n_objects, self.room_size, self.max_steps)
+        return GymnasiumSpec(self.name, dict(self.kwargs), self.goals, self.held_out_kwargs)
+
     @property
     def held_out(self) -> EnvConfig:
-        """The same environment on the held-out test goals."""
-        if self.goals not in HELD_OUT_GOALS:
-            raise ValueError(f"goals={self.goals!r} is already a held-out set")
-        return self.with_goals(HELD_OUT_GOALS[self.goals])
+        """The same environment on its held-out goals."""
+        twin = self.spec().held_out()
+        if twin is None:
+            raise ValueError(
+                f"env {self.name!r} with goals={self.goals!r} has no held-out goal set"
+                + (" (set env.held_out_kwargs)" if isinstance(self.spec(), GymnasiumSpec) else "")
+            )
+        return self.with_goals(twin.goal_set)
 
-    def make(self) -> PlaygroundText:
-        return PlaygroundText(n_objects=self.n_objects, goals=self.goals, max_steps=self.max_steps)
+    @property
+    def has_held_out(self) -> bool:
+        return self.spec().held_out() is not None
 
-    def make_vector(self, num_envs: int) -> PlaygroundTextVector | StepLatency:
-        vector = PlaygroundTextVector(num_envs, n_objects=self.n_objects, goals=self.goals, max_steps=self.max_steps)
-        return StepLatency(vector, self.step_latency_ms) if self.step_latency_ms else vector
+    def make(self) -> gymnasium.Env:
+        return self.spec().make()
+
+    def make_vector(self, num_envs: int) -> VectorEnv:
+        return self.spec().make_vector(num_envs)
 
 
 @dataclass(frozen=True)
@@ -105,6 +140,9 @@ class AgentConfig:
     before `Action:` (what gives SmolLM2 a useful zero-shot prior: docs/deviations.md)."""
     device: str = "auto"
     """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:1`, ..."""
+    tiny_vocabulary: tuple[str, ...] = ()
+    """Words of a tiny model's tokenizer (empty: Playground-Text's). A run fills it in from its
+    environment; set it only to build a tiny agent outside a run."""
 
     def __post_init__(self) -> None:
         if self.load_in_4bit and self.lora_r == 0:
@@ -448,6 +486,18 @@ class TrainConfig:
     """Actors, batching, weight sync and checkpoints of the pipeline."""
 
     def __post_init__(self) -> None:
+        if (
+            self.agent.model.startswith("tiny-")
+            and not self.agent.tiny_vocabulary
+            and self.env.name != "playground-text"
+        ):
+            words = self.env.spec().vocabulary()
+            if not words:
+                raise ValueError(
+                    f"env {self.env.name!r} gives no vocabulary for the tiny model's word-level tokenizer: "
+                    "use a pretrained model (agent.model), or set agent.tiny_vocabulary"
+                )
+            object.__setattr__(self, "agent", replace(self.agent, tiny_vocabulary=words))  # frozen: set once, here
         if self.num_envs % self.pipeline.rollout_workers:
             raise ValueError(
                 f"num_envs={self.num_envs} must split evenly over pipeline.rollout_workers={self.pipeline.rollout_workers}"
@@ -474,6 +524,11 @@ class TrainConfig:
             )
         if self.algo != "ppo" and self.agent.critic not in ("action", "observation"):
             raise ValueError("SAC needs a Q-critic: set agent.critic to 'action' (the paper's) or 'observation'")
+        if self.algo == "ppo" and self.ppo.her_aligned and self.env.name != "playground-text":
+            raise ValueError(
+                "ppo.her_aligned relabels with sub-goals of Playground-Text's goal grammar; "
+                f"env {self.env.name!r} has none: set ppo.her_aligned=False"
+            )
         if min(self.num_envs, self.total_env_steps, self.eval_every, self.log_every) < 1:
             raise ValueError("num_envs, total_env_steps, eval_every and log_every must be >= 1")
         if self.eval_episodes < 0:

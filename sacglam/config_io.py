@@ -87,6 +87,10 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         (item,) = {a for a in get_args(tp) if a is not Ellipsis}
         return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"{where}: expected a mapping with string keys, got {value!r}")
+        return dict(value)
     if tp is Path:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a path string, got {value!r}")

@@ -1,8 +1,8 @@
 """Policy evaluation on fixed, reproducible episode sets: success rate per goal type.
 
 Episodes are stratified by goal type (equal counts per type, goals uniform within a type), because
-98% of the train goals are sequential and a uniform draw would leave single goals with a handful
-of episodes. The overall figure re-weights the per-type rates by each type's share of the goal set,
+98% of Playground-Text's train goals are sequential and a uniform draw would leave single goals
+with a handful of episodes. The overall figure re-weights the per-type rates by each type's share of the goal set,
 so it estimates success under the environment's own uniform goal distribution.
 """
 
@@ -17,26 +17,31 @@ from typing import Literal
 from tqdm.auto import tqdm
 
 from sacglam.config import EnvConfig, TrainConfig
-from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
-from sacglam.types import EpisodeResult, EpisodeSpec, Policy
+from sacglam.types import EnvironmentPolicy, EpisodeResult, EpisodeSpec, Policy
 
 OVERALL = "all"
 
 
-def episode_specs(goal_set: str, episodes: int, seed: int) -> list[EpisodeSpec]:
-    """`episodes` specs, split as evenly as possible over the goal types present in the set."""
+def episode_specs(env: EnvConfig, episodes: int, seed: int) -> list[EpisodeSpec]:
+    """`episodes` specs, split as evenly as possible over the goal types present in the
+    environment's goal set; an environment without a goal list gets seeds only (goal None: the
+    environment draws its own)."""
+    spec = env.spec()
+    rng = random.Random(f"episodes/{spec.goal_set}/{seed}")
+    goals = spec.goals()
+    if goals is None:
+        return [EpisodeSpec(goal=None, seed=rng.randrange(2**31)) for _ in range(episodes)]
     by_type: dict[str, list[str]] = defaultdict(list)
-    for goal in GOAL_SETS[goal_set]:
-        by_type[goal_type(goal)].append(goal)
-    types = [t for t in GOAL_TYPES if t in by_type]
-    rng = random.Random(f"episodes/{goal_set}/{seed}")
+    for goal in goals:
+        by_type[spec.goal_type(goal)].append(goal)
+    types = [t for t in spec.goal_types if t in by_type]
     return [
         EpisodeSpec(goal=rng.choice(by_type[types[i % len(types)]]), seed=rng.randrange(2**31)) for i in range(episodes)
     ]
 
 
 def run_episodes(
-    policy: Policy,
+    policy: Policy | EnvironmentPolicy,
     env_config: EnvConfig,
     specs: Sequence[EpisodeSpec],
     num_envs: int = 32,
@@ -48,7 +53,9 @@ def run_episodes(
     Each spec is reset with its own seed and goal, so results do not depend on `num_envs`.
     Returns results in spec order.
     """
-    envs = [env_config.make() for _ in range(min(num_envs, len(specs)))]
+    env_spec = env_config.spec()
+    envs = [env_spec.make() for _ in range(min(num_envs, len(specs)))]
+    slot_goal: list[str] = [""] * len(envs)
     results: list[EpisodeResult | None] = [None] * len(specs)
     slot_spec: list[int | None] = [None] * len(envs)
     slot_obs: list[str] = [""] * len(envs)
@@ -62,8 +69,10 @@ def run_episodes(
         slot_spec[slot] = index
         if index is not None:
             spec = specs[index]
-            slot_obs[slot], info = envs[slot].reset(seed=spec.seed, options={"goal": spec.goal})
+            options = None if spec.goal is None else {"goal": spec.goal}
+            slot_obs[slot], info = envs[slot].reset(seed=spec.seed, options=options)
             slot_candidates[slot] = info["candidates"]
+            slot_goal[slot] = info.get("goal", spec.goal or "")
             slot_steps[slot] = 0
 
     for slot in range(len(envs)):
@@ -72,7 +81,12 @@ def run_episodes(
         active = [s for s in range(len(envs)) if slot_spec[s] is not None]
         if not active:
             break
-        actions = policy.act([slot_obs[s] for s in active], [slot_candidates[s] for s in active])
+        if isinstance(policy, EnvironmentPolicy):  # an expert that reads the environment itself
+            actions = policy.act_in(
+                [envs[s] for s in active], [slot_obs[s] for s in active], [slot_candidates[s] for s in active]
+            )
+        else:
+            actions = policy.act([slot_obs[s] for s in active], [slot_candidates[s] for s in active])
         for slot, action in zip(active, actions, strict=True):
             obs, reward, terminated, truncated, info = envs[slot].step(action)
             slot_steps[slot] += 1
@@ -81,11 +95,12 @@ def run_episodes(
                 index = slot_spec[slot]
                 assert index is not None  # an active slot runs an episode
                 spec = specs[index]
+                goal = slot_goal[slot]
                 results[index] = EpisodeResult(
-                    goal=spec.goal,
-                    goal_type=goal_type(spec.goal),
+                    goal=goal,
+                    goal_type=env_spec.goal_type(goal),
                     seed=spec.seed,
-                    success=reward > 0,
+                    success=float(reward) > 0,
                     steps=slot_steps[slot],
                 )
                 bar.update(1)
@@ -94,16 +109,17 @@ def run_episodes(
     return results  # type: ignore[return-value]
 
 
-def success_by_goal_type(results: Iterable[EpisodeResult], goal_set: str) -> dict[str, dict[str, float]]:
+def success_by_goal_type(results: Iterable[EpisodeResult], env: EnvConfig) -> dict[str, dict[str, float]]:
     """Per goal type: `{"success": rate, "episodes": n}`, plus `OVERALL`, weighted by each type's
-    share of `goal_set` (the environment's uniform goal distribution)."""
+    share of the environment's goal set (its uniform goal distribution)."""
+    spec = env.spec()
     successes: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     for r in results:
         counts[r.goal_type] += 1
         successes[r.goal_type] += r.success
-    table = {t: {"success": successes[t] / counts[t], "episodes": counts[t]} for t in GOAL_TYPES if counts[t]}
-    share = goal_type_shares(goal_set)
+    table = {t: {"success": successes[t] / counts[t], "episodes": counts[t]} for t in spec.goal_types if counts[t]}
+    share = spec.type_shares()
     covered = sum(share[t] for t in table)
     table[OVERALL] = {
         "success": sum(table[t]["success"] * share[t] for t in table) / covered,
@@ -138,8 +154,8 @@ def training_evaluation(cfg: TrainConfig) -> list[EvaluationPart]:
     and greedy; in parts of `EVAL_PART_EPISODES` (whatever `num_envs` is, so are the parts)."""
     parts = []
     seed = cfg.seed + EVAL_SEED_OFFSET
-    for env in (cfg.env, cfg.env.held_out):
-        specs = episode_specs(env.goals, cfg.eval_episodes, seed)
+    for env in (cfg.env, cfg.env.held_out) if cfg.env.has_held_out else (cfg.env,):
+        specs = episode_specs(env, cfg.eval_episodes, seed)
         for mode in ("sampled", "greedy"):
             for k, start in enumerate(range(0, len(specs), EVAL_PART_EPISODES)):
                 part_seed = random.Random(f"evaluation/{env.goals}/{mode}/{seed}/{k}").randrange(2**31)
@@ -176,19 +192,19 @@ def summarize_evaluation(
     parts: Sequence[EvaluationPart], results: Sequence[Sequence[EpisodeResult]]
 ) -> dict[str, float]:
     """`eval/<goal set>/<mode>/<goal type or all>` success rates from each part's results."""
-    grouped: dict[tuple[str, str], list[EpisodeResult]] = defaultdict(list)
+    grouped: dict[tuple[EnvConfig, str], list[EpisodeResult]] = defaultdict(list)
     for part, part_results in zip(parts, results, strict=True):
-        grouped[(part.env.goals, part.mode)] += part_results
+        grouped[(part.env, part.mode)] += part_results
     out = {}
-    for (goals, mode), episode_results in grouped.items():
-        for goal_type_name, row in success_by_goal_type(episode_results, goals).items():
-            out[f"eval/{goals}/{mode}/{goal_type_name}"] = row["success"]
+    for (env, mode), episode_results in grouped.items():
+        for goal_type_name, row in success_by_goal_type(episode_results, env).items():
+            out[f"eval/{env.goals}/{mode}/{goal_type_name}"] = row["success"]
     return out
 
 
 def format_success_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:
     """A plain-text table: one row per label, one column per goal type plus the weighted overall."""
-    columns = [t for t in GOAL_TYPES if any(t in r for r in rows.values())] + [OVERALL]
+    columns = [t for t in dict.fromkeys(t for r in rows.values() for t in r) if t != OVERALL] + [OVERALL]
     width = max([len(label) for label in rows] + [10])
     header = f"{'':<{width}}" + "".join(f"{c:>17}" for c in columns)
     lines = [header, "-" * len(header)]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 
 class Policy(Protocol):
-    """Anything that picks one action per state: scripted policies now, the LLM agent later.
+    """Anything that picks one action per state: scripted policies, the LLM agent.
 
-    `observations[i]` is a Playground-Text observation and `candidates[i]` its candidate actions;
-    the result holds one element of `candidates[i]` per state.
+    `observations[i]` is an environment's observation text and `candidates[i]` its candidate
+    actions; the result holds one element of `candidates[i]` per state.
     """
 
     name: str
@@ -21,11 +21,24 @@ class Policy(Protocol):
     def act(self, observations: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[str]: ...
 
 
+@runtime_checkable
+class EnvironmentPolicy(Protocol):
+    """A policy that reads the live environments themselves (an expert with access to the state
+    behind the text, such as the BabyAI bot); `envs[i]` is the environment of state i."""
+
+    name: str
+
+    def act_in(
+        self, envs: Sequence[Any], observations: Sequence[str], candidates: Sequence[Sequence[str]]
+    ) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """One evaluation episode, fully determined: the goal, and the seed its scene is drawn with."""
+    """One evaluation episode, fully determined: the goal (None: the environment draws it), and
+    the seed its scene is drawn with."""
 
-    goal: str
+    goal: str | None
     seed: int
 
 
@@ -34,7 +47,7 @@ class EpisodeResult:
     """The outcome of one evaluation episode."""
 
     goal: str
-    goal_type: str  # one of sacglam.envs.GOAL_TYPES
+    goal_type: str  # one of the environment's goal types
     seed: int
     success: bool  # the goal was achieved (reward 1) before truncation
     steps: int  # env steps taken in the episode

@@ -21,10 +21,12 @@ class Corridor(gymnasium.Env):
         max_length=200, charset=frozenset("abcdefghijklmnopqrstuvwxyzGYA 0123456789.:\n")
     )
     action_space = gymnasium.spaces.Text(max_length=5)
+    vocabulary = ("Goal", "reach", "cell", "You", "are", "at", "Action", ":", ".", "0", "1", "2", "3", "4")
 
     def __init__(self, **breakage: Any):
         self.breakage = breakage
         self.position, self.goal, self.t = 0, 3, 0
+        self.reported: set[str] = set()
 
     def _obs(self) -> str:
         text = f"You are at cell {self.position}.\nAction:"
@@ -45,15 +47,18 @@ class Corridor(gymnasium.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        self.position, self.t = 0, 0
-        self.goal = int(options["goal"].split()[-1]) if options and "goal" in options else 2 + (seed or 0) % 3
+        self.position, self.t, self.reported = 0, 0, set()
+        self.goal = (
+            int(options["goal"].split()[-1]) if options and "goal" in options else int(self.np_random.integers(1, 5))
+        )
         return self._obs(), self._info([])
 
     def step(self, action):
         self.t += 1
         self.position = max(0, min(4, self.position + (1 if action == "right" else -1)))
         success = self.position == self.goal
-        achieved = [f"reach cell {self.position}"]
+        achieved = [f"reach cell {self.position}"] if f"reach cell {self.position}" not in self.reported else []
+        self.reported.update(achieved)
         if self.breakage.get("lying_partner"):
             success = False
         reward: Any = float(success)

@@ -68,7 +68,7 @@ def test_any_protocol_environment_by_gymnasium_id_or_module_and_class():
     assert by_id.goal_types == (ALL_TYPES,) and by_id.goals() is None and by_id.held_out() is None
     by_class = GymnasiumSpec("tests.test_env_protocol:Corridor", held_out_kwargs={})
     assert type(by_class.make()).__name__ == "Corridor"
-    assert by_class.held_out() == GymnasiumSpec("tests.test_env_protocol:Corridor", {}, "test", None)
+    assert by_class.held_out() == GymnasiumSpec("tests.test_env_protocol:Corridor", {}, "test", {})
     observations, infos = by_class.make_vector(3).reset(seed=0)
     assert len(observations) == 3 and infos["candidates"] == [["left", "right"]] * 3
     assert by_class.type_shares() == {ALL_TYPES: 1.0}
@@ -82,11 +82,11 @@ def test_any_protocol_environment_by_gymnasium_id_or_module_and_class():
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ("", "env.entry is empty"),
+        ("", "env.name is empty"),
         ("no_such_module_xyz:Env", "cannot import module 'no_such_module_xyz'"),
         ("NoSuchEnv-v0", "NoSuchEnv"),
     ],
 )
-def test_a_bad_entry_fails_at_once_with_the_reason(entry, message):
+def test_a_bad_name_fails_at_once_with_the_reason(entry, message):
     with pytest.raises(Exception, match=message):
         GymnasiumSpec(entry)

@@ -43,11 +43,11 @@ def test_uniform_random_success_matches_the_documented_floors(n_objects, goals, 
 
 
 def test_episode_specs_are_stratified_by_goal_type_and_reproducible():
-    specs = episode_specs("train", 400, seed=3)
-    assert specs == episode_specs("train", 400, seed=3)
-    assert specs != episode_specs("train", 400, seed=4)
+    specs = episode_specs(EnvConfig.variant("full"), 400, seed=3)
+    assert specs == episode_specs(EnvConfig.variant("full"), 400, seed=3)
+    assert specs != episode_specs(EnvConfig.variant("full"), 400, seed=4)
     results = [EpisodeResult(s.goal, goal_type(s.goal), s.seed, True, 1) for s in specs]
-    table = success_by_goal_type(results, "train")
+    table = success_by_goal_type(results, EnvConfig.variant("full"))
     assert {t: table[t]["episodes"] for t in table if t != OVERALL} == {
         "grasp": 100,
         "grow": 100,
@@ -58,13 +58,13 @@ def test_episode_specs_are_stratified_by_goal_type_and_reproducible():
 
 def test_overall_success_weights_goal_types_by_their_share_of_the_goal_set():
     results = [EpisodeResult("Grasp red cat", "grasp", 0, True, 2), EpisodeResult("Grow red cat", "grow", 0, False, 8)]
-    table = success_by_goal_type(results, "simple-train")
+    table = success_by_goal_type(results, EnvConfig.variant("simple"))
     assert table["grasp"]["success"] == 1.0 and table["grow"]["success"] == 0.0
     assert table[OVERALL]["success"] == pytest.approx(136 / 182)
 
 
 def test_run_episodes_does_not_depend_on_the_number_of_parallel_envs():
-    specs = episode_specs("train", 40, seed=0)
+    specs = episode_specs(EnvConfig.variant("full"), 40, seed=0)
     env_config = EnvConfig.variant("full")
     one = run_episodes(ExpertPolicy(), env_config, specs, num_envs=1)
     many = run_episodes(ExpertPolicy(), env_config, specs, num_envs=7)
@@ -111,7 +111,7 @@ def test_eval_config_rejects_zero_episodes():
 def test_env_config_variants_and_held_out_sets():
     assert EnvConfig.variant("simple") == EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     assert EnvConfig.variant("full").held_out.goals == "test"
-    with pytest.raises(ValueError, match="already a held-out set"):
+    with pytest.raises(ValueError, match="with goals=.test. has no held-out goal set"):
         _ = EnvConfig.variant("full").held_out.held_out
 
 
@@ -134,10 +134,8 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     assert len(parts) == 2 * 2 * 2 and sorted({len(p.specs) for p in parts}) == [5, EVAL_PART_EPISODES]
     results = evaluate_agent(agent, cfg)
     for env_cfg in (cfg.env, cfg.env.held_out):
-        specs = episode_specs(env_cfg.goals, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET)
-        table = success_by_goal_type(
-            run_episodes(LLMPolicy(agent, greedy=True), env_cfg, specs, num_envs=7), env_cfg.goals
-        )
+        specs = episode_specs(env_cfg, cfg.eval_episodes, cfg.seed + EVAL_SEED_OFFSET)
+        table = success_by_goal_type(run_episodes(LLMPolicy(agent, greedy=True), env_cfg, specs, num_envs=7), env_cfg)
         for goal_type_name, row in table.items():
             assert results[f"eval/{env_cfg.goals}/greedy/{goal_type_name}"] == row["success"]
         assert f"eval/{env_cfg.goals}/sampled/all" in results

@@ -44,8 +44,16 @@ def split_goal(observation: str) -> tuple[str, str]:
 
 
 def with_goal(rest: str, goal: str) -> str:
-    """The observation of a goal-free text under `goal` (inverse of `split_goal`)."""
-    return f"{GOAL_PREFIX}{goal}\n{rest}"
+    """The observation of a goal-free text under `goal` (inverse of `split_goal` and of
+    `goal_and_rest`; the empty goal, an environment without goals, leaves the text as it is)."""
+    return f"{GOAL_PREFIX}{goal}\n{rest}" if goal else rest
+
+
+def goal_and_rest(observation: str) -> tuple[str, str]:
+    """`split_goal` for any environment: an observation without a goal line has the empty goal."""
+    if observation.startswith(GOAL_PREFIX) and "\n" in observation:
+        return split_goal(observation)
+    return "", observation
 
 
 def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:

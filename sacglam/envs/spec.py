@@ -159,7 +159,9 @@ class BabyAISpec(EnvironmentSpec):
     max_steps: int = 40
 
     def __post_init__(self) -> None:
-        self.make()  # validates every argument with BabyAIText's own messages
+        if self.goal_set not in ("train", "test"):
+            raise ValueError(f"BabyAI-Text goals must be 'train' or 'test' (held-out missions), got {self.goal_set!r}")
+        self.make()  # validates every other argument with BabyAIText's own messages
 
     def make(self) -> gymnasium.Env:
         from sacglam.envs.babyai import BabyAIText
@@ -204,33 +206,45 @@ _ENTRY = re.compile(r"^[\w.]+:\w+$")
 @dataclass(frozen=True)
 class GymnasiumSpec(EnvironmentSpec):
     """Any protocol environment: `entry` is a gymnasium id (`"CartText-v0"`, `"pkg.module:Id-v0"`)
-    or `module:Class`; `kwargs` go to it. `held_out_kwargs`, when given, make the held-out twin
-    (the same entry with these keyword arguments on top)."""
+    or `module:Class`; `kwargs` go to it. With `held_out_kwargs`, goal set `test` is the held-out
+    twin: the same entry with those keyword arguments on top of `kwargs`."""
 
     entry: str = ""
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
     goal_set: str = "train"
-    held_out_kwargs: dict[str, Any] | None = None
+    held_out_kwargs: dict[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.entry:
-            raise ValueError("env.entry is empty: give a gymnasium id or 'module:Class'")
+            raise ValueError("env.name is empty: give playground-text, babyai-text, a gymnasium id or 'module:Class'")
+        if self.goal_set not in ("train", "test"):
+            raise ValueError(f"env.goals must be 'train' or 'test' (its held-out twin), got {self.goal_set!r}")
+        if self.goal_set == "test" and self.held_out_kwargs is None:
+            raise ValueError(f"env {self.entry!r} has no held-out twin: set env.held_out_kwargs to use goals='test'")
         self.make().close()  # fails now, with the entry's own message, rather than inside a worker
 
     def make(self) -> gymnasium.Env:
+        kwargs = {**self.kwargs, **(self.held_out_kwargs or {})} if self.goal_set == "test" else dict(self.kwargs)
         if self.entry in gymnasium.registry or "/" in self.entry or not _ENTRY.match(self.entry):
-            return gymnasium.make(self.entry, **self.kwargs)  # with its registered wrappers (time limit, ...)
+            return gymnasium.make(self.entry, **kwargs)  # with its registered wrappers (time limit, ...)
         module_name, _, name = self.entry.partition(":")
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
-            raise ValueError(f"env.entry {self.entry!r}: cannot import module {module_name!r} ({error})") from error
+            raise ValueError(f"env.name {self.entry!r}: cannot import module {module_name!r} ({error})") from error
         target = getattr(module, name, None)
         if isinstance(target, type) and issubclass(target, gymnasium.Env):
-            return target(**self.kwargs)
-        return gymnasium.make(self.entry, **self.kwargs)  # `module:RegisteredId`
+            return target(**kwargs)
+        return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
 
     def held_out(self) -> EnvironmentSpec | None:
-        if self.held_out_kwargs is None or self.goal_set != "train":
+        if self.held_out_kwargs is None or self.goal_set == "test":
             return None
-        return GymnasiumSpec(self.entry, {**self.kwargs, **self.held_out_kwargs}, "test", None)
+        return GymnasiumSpec(self.entry, self.kwargs, "test", self.held_out_kwargs)
+
+    def vocabulary(self) -> tuple[str, ...]:
+        """The environment's own `vocabulary` attribute (a sequence of words), if it has one."""
+        env = self.make()
+        words = tuple(getattr(env.unwrapped, "vocabulary", ()))
+        env.close()
+        return words

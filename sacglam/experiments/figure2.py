@@ -12,13 +12,21 @@ the trainers' `train/success`, a rolling rate over about the last 200 episodes.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from sacglam.experiments.results import _mean_std  # the same statistics as `sacglam plot`
 
-GOAL_TYPES = ("grasp", "grow", "grow then grasp", "grow then grow", "all")
+_EVAL_KEY = re.compile(r"^eval/(train|test)/(sampled|greedy)/(.+)$")  # eval/<goal set>/<mode>/<goal type or all>
+
+
+def goal_types_of(evaluation: dict[str, Any]) -> list[str]:
+    """The goal types an evaluation dict (`<goals>/<mode>/<type>` keys) holds, in first-seen
+    order, with `all` last: whatever the environment's types are."""
+    types = dict.fromkeys(key.split("/", 2)[2] for key in evaluation)
+    return [t for t in types if t != "all"] + (["all"] if "all" in types else [])
 
 
 def window_success(records: Iterable[tuple[int, float, float]], window: int) -> list[tuple[int, float]]:
@@ -83,11 +91,9 @@ def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> 
     seconds = {r["env_steps"]: r["seconds"] for r in rows if _present(r.get("seconds"))}
     last_eval: dict[str, Any] = next((r for r in reversed(rows) if _present(r.get("eval/train/sampled/all"))), {})
     evaluation = {
-        f"{goals}/{mode}/{goal_type}": last_eval[key]
-        for goals in ("train", "test")
-        for mode in ("sampled", "greedy")
-        for goal_type in GOAL_TYPES
-        if _present(last_eval.get(key := f"eval/{goals}/{mode}/{goal_type}"))
+        f"{m.group(1)}/{m.group(2)}/{m.group(3)}": value
+        for key, value in last_eval.items()
+        if (m := _EVAL_KEY.match(key)) and _present(value)
     }
     total_steps = max(r["env_steps"] for r in rows)
     total_seconds = max(seconds.values(), default=float("nan"))
@@ -208,6 +214,7 @@ def plot_figure2(summary: dict[str, Any], path, title: str) -> None:
 
     fig, (by_steps, by_seconds, per_type) = plt.subplots(1, 3, figsize=(17, 4.6))
     width = 0.8 / max(len(summary["methods"]), 1)
+    goal_types = goal_types_of({k: v for m in summary["methods"].values() for k, v in m["evaluation"].items()})
     for i, (name, method) in enumerate(summary["methods"].items()):
         curve = method["curve"]
         mean = [c["mean"] for c in curve]
@@ -216,10 +223,10 @@ def plot_figure2(summary: dict[str, Any], path, title: str) -> None:
         for axis, x in ((by_steps, [c["env_steps"] for c in curve]), (by_seconds, [c["seconds"] for c in curve])):
             (line,) = axis.plot(x, mean, label=name)
             axis.fill_between(x, low, high, alpha=0.2, color=line.get_color())
-        sampled = [method["evaluation"].get(f"train/sampled/{g}", {}).get("mean", float("nan")) for g in GOAL_TYPES]
-        greedy = [method["evaluation"].get(f"train/greedy/{g}", {}).get("mean", float("nan")) for g in GOAL_TYPES]
+        sampled = [method["evaluation"].get(f"train/sampled/{g}", {}).get("mean", float("nan")) for g in goal_types]
+        greedy = [method["evaluation"].get(f"train/greedy/{g}", {}).get("mean", float("nan")) for g in goal_types]
         held_out = method["evaluation"].get("test/sampled/all", {}).get("mean", float("nan"))
-        x = [k + i * width for k in range(len(GOAL_TYPES))]
+        x = [k + i * width for k in range(len(goal_types))]
         per_type.bar(x, sampled, width, label=f"{name} sampled (held-out all: {held_out:.2f})", color=line.get_color())
         per_type.scatter(x, greedy, marker="x", color="black", zorder=3, label="greedy" if i == 0 else None)
     label = f"training success (last {summary['window'] / 1000:g}k steps)"
@@ -227,7 +234,7 @@ def plot_figure2(summary: dict[str, Any], path, title: str) -> None:
     by_seconds.set(xlabel="training seconds", ylabel=label, ylim=(0, 1))
     by_steps.axhline(summary["threshold"], color="grey", linestyle=":", linewidth=1)
     by_steps.legend()
-    per_type.set_xticks([k + 0.4 - width / 2 for k in range(len(GOAL_TYPES))], GOAL_TYPES, fontsize=8)
+    per_type.set_xticks([k + 0.4 - width / 2 for k in range(len(goal_types))], goal_types, fontsize=8)
     per_type.set(ylabel="evaluation success, train goals", ylim=(0, 1))
     per_type.legend(fontsize=7)
     fig.suptitle(title)

@@ -26,7 +26,7 @@ import torch
 
 from sacglam.config import PPOConfig
 from sacglam.envs.goals import is_subgoal
-from sacglam.envs.observation import with_goal
+from sacglam.envs.protocol import with_goal
 from sacglam.her import hindsight_relabels
 from sacglam.learner.ppo import Rollout
 from sacglam.learner.ppo_losses import generalized_advantages

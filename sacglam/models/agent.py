@@ -49,7 +49,11 @@ class GLAMAgent(nn.Module):
         self.config = config
         base_dtype = getattr(torch, config.resolved_dtype)
         lm = language_model or load_language_model(
-            config.model, load_in_4bit=config.load_in_4bit, device=config.resolved_device, dtype=base_dtype
+            config.model,
+            load_in_4bit=config.load_in_4bit,
+            device=config.resolved_device,
+            dtype=base_dtype,
+            vocabulary=config.tiny_vocabulary,
         )
         if not config.load_in_4bit and lm.model.dtype != base_dtype:
             lm.model.to(base_dtype)  # a model passed in: the config decides the base's dtype

@@ -16,11 +16,12 @@ Model names:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,21 +123,26 @@ def embedded_model_dir(name: str) -> Path:
     return _publish(convert, cache_root() / "models" / name)
 
 
-def tiny_model_dir(name: str, seed: int = 0) -> Path:
+def tiny_model_dir(name: str, seed: int = 0, vocabulary: Sequence[str] = ()) -> Path:
+    """The cached tiny model over `vocabulary` (Playground-Text's words when empty; another
+    environment's words give another directory, named by their hash)."""
+
     def build(out: Path) -> None:
-        tokenizer = word_level_tokenizer()
+        tokenizer = word_level_tokenizer(vocabulary)
         TINY_MODELS[name](len(tokenizer), seed=seed).save_pretrained(out)
         tokenizer.save_pretrained(out)
 
-    return _publish(build, cache_root() / "models" / f"{name}-seed{seed}")
+    suffix = "-vocab" + hashlib.sha256("\n".join(vocabulary).encode()).hexdigest()[:12] if vocabulary else ""
+    return _publish(build, cache_root() / "models" / f"{name}-seed{seed}{suffix}")
 
 
-def resolve_model_path(name: str) -> str:
-    """Built-in name -> cached directory; anything else is passed on as a path or hub id."""
+def resolve_model_path(name: str, vocabulary: Sequence[str] = ()) -> str:
+    """Built-in name -> cached directory; anything else is passed on as a path or hub id.
+    `vocabulary`: the words of a tiny model's tokenizer (ignored by other models)."""
     if name in EMBEDDED_MODELS:
         return str(embedded_model_dir(name))
     if name in TINY_MODELS:
-        return str(tiny_model_dir(name))
+        return str(tiny_model_dir(name, vocabulary=vocabulary))
     return name
 
 
@@ -155,11 +161,11 @@ def _quiet_loading():
             hf_logging.enable_progress_bar()
 
 
-def check_model(name: str) -> tuple[str, ModelKind]:
+def check_model(name: str, vocabulary: Sequence[str] = ()) -> tuple[str, ModelKind]:
     """(path, kind) of a model name, reading only its config: raises `ModelNotFoundError` (the
     name, the built-in names and the reason on one line) before anything is built. Built-in models
-    are materialised in the cache here, once."""
-    path = resolve_model_path(name)
+    are materialised in the cache here, once (`vocabulary`: as in `resolve_model_path`)."""
+    path = resolve_model_path(name, vocabulary)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=_local_files_only())
     except (OSError, ValueError) as error:
@@ -178,12 +184,14 @@ def load_language_model(
     load_in_4bit: bool = False,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    vocabulary: Sequence[str] = (),
 ) -> LanguageModel:
-    """Load a causal or encoder-decoder LM and its tokenizer (see the module docstring).
+    """Load a causal or encoder-decoder LM and its tokenizer (see the module docstring;
+    `vocabulary`: a tiny model's words, from the environment).
 
     With `load_in_4bit`, the linear layers are bitsandbytes NF4 (CPU or GPU) and compute in `dtype`.
     """
-    path, kind = check_model(name)
+    path, kind = check_model(name, vocabulary)
     auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
     kwargs: dict[str, Any] = {"dtype": dtype}
     if load_in_4bit:

@@ -1,11 +1,13 @@
 """Tiny random-initialised transformers for tests and CPU benchmarks, with a word-level tokenizer
-built from the Playground-Text vocabulary. Nothing is downloaded.
+built from an environment's vocabulary (Playground-Text's by default). Nothing is downloaded.
 
 The weights come from a fixed seed, so every process that builds `tiny-causal` or `tiny-seq2seq`
 holds the same base model (only the trainable state has to be shipped between Ray actors).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -18,47 +20,25 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from sacglam.envs.vocabulary import COLORS, GOAL_CATEGORIES, TYPES
+from sacglam.envs.vocabulary import prompt_words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
-PROMPT_WORDS = (
-    "Goal",
-    "You",
-    "see",
-    "are",
-    "on",
-    "holding",
-    "have",
-    "grown",
-    "nothing",
-    "Action",
-    "Possible",
-    "actions",
-    "Go",
-    "to",
-    "Grasp",
-    "Release",
-    "Grow",
-    "grasp",
-    "grow",
-    "then",
-    "any",
-    "thing",
-    ":",
-    ",",
-)
 
 
 def playground_vocabulary() -> list[str]:
     """Every word and punctuation mark of Playground-Text prompts and actions (plus specials)."""
-    words = list(SPECIAL_TOKENS) + list(PROMPT_WORDS) + list(COLORS) + list(TYPES)
-    words += [c for c in GOAL_CATEGORIES if c not in words]
-    return list(dict.fromkeys(words))
+    return tiny_vocabulary(())
 
 
-def word_level_tokenizer() -> PreTrainedTokenizerFast:
-    """A word-level tokenizer: splits on white space and punctuation (`\\w+|[^\\w\\s]+`)."""
-    vocab = {word: i for i, word in enumerate(playground_vocabulary())}
+def tiny_vocabulary(words: Sequence[str]) -> list[str]:
+    """The special tokens, then `words` (Playground-Text's when empty), without repeats."""
+    return list(dict.fromkeys(list(SPECIAL_TOKENS) + list(words or prompt_words())))
+
+
+def word_level_tokenizer(words: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer over `tiny_vocabulary(words)`: splits on white space and punctuation
+    (`\\w+|[^\\w\\s]+`)."""
+    vocab = {word: i for i, word in enumerate(tiny_vocabulary(words))}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(

@@ -46,7 +46,7 @@ def storage_component(cfg: TrainConfig) -> tuple[type, tuple]:
         return RolloutStorage, ()
     from sacglam.replay_actor.service import ReplayService
 
-    return ReplayService, (cfg.sac, cfg.env.goals, cfg.seed)
+    return ReplayService, (cfg.sac, cfg.env, cfg.seed)
 
 
 def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:

@@ -37,7 +37,7 @@ def run_pipeline(
             "or choose another --output-dir (nothing was changed)"
         )
     # A model name that does not load fails here, in one line, before anything is written.
-    check_model(cfg.agent.model)
+    check_model(cfg.agent.model, cfg.agent.tiny_vocabulary)
     create_run_directory(cfg.output_dir)
     if cfg.resume is None:
         write_run_config(cfg)

@@ -37,8 +37,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import torch
 
-from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
-from sacglam.envs.observation import with_goal
+from sacglam.envs.protocol import with_goal
+from sacglam.envs.spec import EnvironmentSpec, PlaygroundSpec
 from sacglam.her import hindsight_relabels
 from sacglam.replay_actor.index import ALL_POOL, ENV_POOL, RELABELED_POOL, EntryDraw, Pool, concatenate, type_pool
 from sacglam.replay_actor.steps import StepTable
@@ -120,8 +120,11 @@ class ReplayBuffer:
         gamma: discount of the n-step targets.
         her: relabel every added episode with the social partner's goals.
         her_max_goals: at most this many relabels per episode (None: all).
-        prior_goal_set: the goal set whose goal-type distribution `prior` sampling follows.
+        prior_goal_set: Playground-Text's goal set whose goal-type distribution `prior` sampling
+            follows, when `env` is not given.
         seed: seed of the sampling and relabel-capping generator.
+        env: the environment (its goal set) whose goal types the buffer indexes and whose
+            goal-type shares `prior` sampling follows (`sacglam.envs.spec`).
     """
 
     def __init__(
@@ -132,15 +135,22 @@ class ReplayBuffer:
         her_max_goals: int | None = None,
         prior_goal_set: str = "train",
         seed: int = 0,
+        env: EnvironmentSpec | None = None,
     ):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1 transition, got {capacity}")
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        if prior_goal_set not in GOAL_SETS:
-            raise ValueError(f"prior_goal_set={prior_goal_set!r} is not a goal set ({', '.join(GOAL_SETS)})")
+        if env is None:
+            from sacglam.envs.goals import GOAL_SETS
+
+            if prior_goal_set not in GOAL_SETS:
+                raise ValueError(f"prior_goal_set={prior_goal_set!r} is not a goal set ({', '.join(GOAL_SETS)})")
+            env = PlaygroundSpec(goal_set=prior_goal_set)
+        self.env = env
+        self.goal_types = env.goal_types
         self.capacity, self.gamma, self.her, self.her_max_goals = capacity, gamma, her, her_max_goals
-        self.prior_goal_set = prior_goal_set
+        self.prior_goal_set = env.goal_set
         self.rng = np.random.default_rng(seed)
         self._episodes: deque[_Stored] = deque()  # oldest first
         self._steps = StepTable()
@@ -148,10 +158,10 @@ class ReplayBuffer:
         self._size = 0  # stored transitions, both pools
         self._env_size = 0  # environment transitions: what capacity counts
         self._pools = {name: Pool() for name in (ALL_POOL, ENV_POOL, RELABELED_POOL)}
-        self._pools |= {type_pool(i): Pool() for i in range(len(GOAL_TYPES))}
+        self._pools |= {type_pool(i): Pool() for i in range(len(self.goal_types))}
         self._goal_ids: dict[str, int] = {}  # goal text -> index into _goals
         self._goals: list[str] = []  # bounded by the goal space, not by the run
-        self._goal_type_ids: list[int] = []  # per goal id: its index in GOAL_TYPES
+        self._goal_type_ids: list[int] = []  # per goal id: its index in self.goal_types
         self.added_episodes = 0  # counters over the buffer's life (evicted ones included)
         self.added_transitions = 0
         self.added_relabels = 0
@@ -207,7 +217,7 @@ class ReplayBuffer:
         if goal_id is None:  # first time this goal is stored: parse it once
             goal_id = self._goal_ids[goal] = len(self._goals)
             self._goals.append(goal)
-            self._goal_type_ids.append(GOAL_TYPES.index(goal_type(goal)))
+            self._goal_type_ids.append(self.goal_types.index(self.env.goal_type(goal)))
         return goal_id
 
     def _evict(self) -> None:
@@ -267,9 +277,9 @@ class ReplayBuffer:
         return self._transitions(draw, n_step)
 
     def _draw_prior(self, batch_size: int) -> EntryDraw:
-        share = goal_type_shares(self.prior_goal_set)
-        pools = [self._pools[type_pool(i)] for i in range(len(GOAL_TYPES))]
-        weights = np.array([share[t] if len(pool) else 0.0 for t, pool in zip(GOAL_TYPES, pools)])
+        share = self.env.type_shares()
+        pools = [self._pools[type_pool(i)] for i in range(len(self.goal_types))]
+        weights = np.array([share[t] if len(pool) else 0.0 for t, pool in zip(self.goal_types, pools)])
         counts = self.rng.multinomial(batch_size, weights / weights.sum())
         return concatenate([pool.draw(self.rng, int(c)) for pool, c in zip(pools, counts)])
 
@@ -354,8 +364,9 @@ class ReplayBuffer:
             tmp.rename(directory)
 
     @classmethod
-    def load(cls, directory: str | Path) -> ReplayBuffer:
-        """Restore a buffer written by `save`."""
+    def load(cls, directory: str | Path, env: EnvironmentSpec | None = None) -> ReplayBuffer:
+        """Restore a buffer written by `save` (`env`: as in the constructor; Playground-Text's
+        saved goal set when None)."""
         directory = Path(directory)
         if not (directory / "header.json").exists():
             raise FileNotFoundError(f"{directory} holds no saved replay buffer (no header.json)")
@@ -366,7 +377,12 @@ class ReplayBuffer:
             her=header["her"],
             her_max_goals=header["her_max_goals"],
             prior_goal_set=header["prior_goal_set"],
+            env=env,
         )
+        if buffer.prior_goal_set != header["prior_goal_set"]:
+            raise ValueError(
+                f"{directory} holds a buffer of goal set {header['prior_goal_set']!r}, not {buffer.prior_goal_set!r}"
+            )
         steps, episodes, relabels = (
             ipc.open_file(directory / f"{name}.arrow").read_all() for name in ("steps", "episodes", "relabels")
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sacglam.config import SACConfig
+from sacglam.config import EnvConfig, SACConfig
 from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.types import Episode, TransitionBatch
@@ -20,11 +20,12 @@ class ReplayService:
     restored from the newest one, so a replay actor that Ray restarts comes back with its
     snapshot (what was added after it is lost, as for any fault)."""
 
-    def __init__(self, sac: SACConfig, prior_goal_set: str, seed: int, checkpoints: str | Path | None = None):
+    def __init__(self, sac: SACConfig, env: EnvConfig, seed: int, checkpoints: str | Path | None = None):
         self.sac = sac
+        spec = env.spec()
         latest = CheckpointStore(checkpoints).latest() if checkpoints is not None else None
         if latest is not None:
-            self.buffer = ReplayBuffer.load(latest / SNAPSHOT)
+            self.buffer = ReplayBuffer.load(latest / SNAPSHOT, env=spec)
             self.restored_from: str | None = str(latest)
         else:
             self.buffer = ReplayBuffer(
@@ -32,8 +33,8 @@ class ReplayService:
                 sac.gamma,
                 her=sac.her,
                 her_max_goals=sac.her_max_goals,
-                prior_goal_set=prior_goal_set,
                 seed=seed,
+                env=spec,
             )
             self.restored_from = None
 

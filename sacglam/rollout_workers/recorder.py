@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sacglam.envs.observation import split_goal
+from sacglam.envs.protocol import goal_and_rest
 from sacglam.types import Episode
 
 
@@ -15,7 +15,7 @@ class _Open:
     """The episode an environment slot is in the middle of."""
 
     def __init__(self, observation: str, candidates: Sequence[str], scene: Sequence[str]):
-        goal, state = split_goal(observation)
+        goal, state = goal_and_rest(observation)
         self._begin(goal, state, candidates, scene)
 
     def _begin(self, goal: str, state: str, candidates: Sequence[str], scene: Sequence[str]) -> None:
@@ -46,8 +46,8 @@ class _Open:
 
 
 class EpisodeRecorder:
-    """Feed it what `PlaygroundTextVector.reset` / `step` return (same-step auto-reset); it returns
-    the episodes that finished at each step."""
+    """Feed it what a vector environment's `reset` / `step` return (same-step auto-reset,
+    `docs/environments.md`); it returns the episodes that finished at each step."""
 
     def __init__(self, num_envs: int):
         self.num_envs = num_envs
@@ -55,7 +55,8 @@ class EpisodeRecorder:
 
     def start(self, observations: Sequence[str], infos: dict[str, Any]) -> None:
         """After `reset`: every slot starts a new episode."""
-        self._open = [_Open(o, c, s) for o, c, s in zip(observations, infos["candidates"], infos["scene"], strict=True)]
+        scenes = infos.get("scene") or [()] * self.num_envs  # only Playground-Text reports scenes
+        self._open = [_Open(o, c, s or ()) for o, c, s in zip(observations, infos["candidates"], scenes, strict=True)]
 
     def record(
         self,
@@ -74,17 +75,18 @@ class EpisodeRecorder:
                 raise RuntimeError("EpisodeRecorder.record() before start(): pass it the reset's outputs first")
             episode.actions.append(episode.candidates[-1].index(actions[i]))
             episode.rewards.append(float(rewards[i]))
-            episode.achieved.append(tuple(infos["achieved_goals"][i]))
+            episode.achieved.append(tuple(infos["achieved_goals"][i]) if "achieved_goals" in infos else ())
             done = bool(terminated[i] or truncated[i])
             last_obs = infos["final_obs"][i] if done else observations[i]
             last_candidates = infos["final_info"][i]["candidates"] if done else infos["candidates"][i]
-            episode.states.append(split_goal(last_obs)[1])
+            episode.states.append(goal_and_rest(last_obs)[1])
             episode.candidates.append(tuple(last_candidates))
             if done:
                 finished.append(
                     episode.episode(terminated=bool(terminated[i]), truncated=bool(truncated[i]), cut=False)
                 )
-                self._open[i] = _Open(observations[i], infos["candidates"][i], infos["scene"][i])
+                scene = infos["scene"][i] if infos.get("scene") else ()
+                self._open[i] = _Open(observations[i], infos["candidates"][i], scene or ())
         return finished
 
     def cut(self) -> list[Episode]:
