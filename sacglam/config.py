@@ -85,11 +85,12 @@ class EnvConfig:
     @property
     def held_out(self) -> EnvConfig:
         """The same environment on its held-out goals."""
-        twin = self.spec().held_out()
+        spec = self.spec()
+        twin = spec.held_out()
         if twin is None:
             raise ValueError(
                 f"env {self.name!r} with goals={self.goals!r} has no held-out goal set"
-                + (" (set env.held_out_kwargs)" if isinstance(self.spec(), GymnasiumSpec) else "")
+                + (" (set env.held_out_kwargs)" if isinstance(spec, GymnasiumSpec) else "")
             )
         return self.with_goals(twin.goal_set)
 

@@ -111,25 +111,36 @@ class TextVectorEnv(VectorEnv):
         return {k: [info.get(k) for info in per_env] for k in keys}
 
     def _per_env_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"reset(seed=...) got {len(seeds)} seeds for {self.num_envs} environments")
-        return seeds
+        return per_env_seeds(seed, self.num_envs)
 
     def _per_env_options(self, options: dict[str, Any] | None) -> list[dict[str, Any] | None]:
-        if options is None:
-            return [None] * self.num_envs
-        if not isinstance(options, dict):
-            raise ValueError(f"options must be a dict of lists (one entry per environment), got {options!r}")
-        per_env: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for key, values in options.items():
-            if isinstance(values, str) or not isinstance(values, Sequence) or len(values) != self.num_envs:
-                raise ValueError(f"options[{key!r}] must be a list of {self.num_envs} entries (one per environment)")
-            for i, value in enumerate(values):
-                if value is not None:
-                    per_env[i][key] = value
-        return [o or None for o in per_env]
+        return per_env_options(options, self.num_envs)
+
+
+def per_env_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    """A vector reset's `seed` per environment: None for all, `s + i` for an int, or one each."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (int, np.integer)):
+        return [int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(f"reset(seed=...) got {len(seeds)} seeds for {num_envs} environments")
+    return seeds
+
+
+def per_env_options(options: dict[str, Any] | None, num_envs: int) -> list[dict[str, Any] | None]:
+    """A vector reset's `options` (a dict of lists, one entry per environment, None: no option)
+    as one options dict (or None) per environment."""
+    if options is None:
+        return [None] * num_envs
+    if not isinstance(options, dict):
+        raise ValueError(f"options must be a dict of lists (one entry per environment), got {options!r}")
+    per_env: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+    for key, values in options.items():
+        if isinstance(values, str) or not isinstance(values, Sequence) or len(values) != num_envs:
+            raise ValueError(f"options[{key!r}] must be a list of {num_envs} entries (one per environment)")
+        for i, value in enumerate(values):
+            if value is not None:
+                per_env[i][key] = value
+    return [o or None for o in per_env]

@@ -28,6 +28,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from sacglam.envs.playground_text import InvalidActionError, PlaygroundText
+from sacglam.envs.text_vector import per_env_options, per_env_seeds
 
 
 class PlaygroundTextVector(VectorEnv):
@@ -120,14 +121,7 @@ class PlaygroundTextVector(VectorEnv):
         return observations, rewards, terminated, truncated, infos
 
     def _per_env_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(f"reset(seed=...) got {len(seeds)} seeds for {self.num_envs} environments")
-        return seeds
+        return per_env_seeds(seed, self.num_envs)
 
     def _per_env_options(self, options: dict[str, Any] | None) -> list[dict[str, Any] | None]:
         if options is None:
@@ -137,11 +131,4 @@ class PlaygroundTextVector(VectorEnv):
                 "options must be a dict with keys among 'goal' and 'scene', each a list with one entry "
                 f"(or None) per environment; got {options!r}"
             )
-        per_env: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for key, values in options.items():
-            if isinstance(values, str) or len(values) != self.num_envs:
-                raise ValueError(f"options[{key!r}] must be a list of {self.num_envs} entries (one per environment)")
-            for i, value in enumerate(values):
-                if value is not None:
-                    per_env[i][key] = value
-        return [o or None for o in per_env]
+        return per_env_options(options, self.num_envs)
