@@ -362,6 +362,58 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class GoalSamplerConfig:
+    """Who chooses the goal of each training episode (docs/goal-sampler.md). Evaluation always
+    uses the environment's own goal distributions."""
+
+    mode: Literal["environment", "progress", "generalising"] = "environment"
+    """environment: the environment draws every goal (the paper's setting); progress: the agent
+    samples among the goals the social partner has reported, by absolute learning progress from
+    per-goal outcome windows; generalising: by learning progress predicted for any goal text by a
+    competence head on the agent's LLM features of the goal."""
+    epsilon: float = 0.2
+    """Share of the uniform floor over the discovered goals (the rest follows learning progress)."""
+    window: int = 10
+    """Outcomes per half of a goal's history: progress = |mean of the newer W - mean of the older W|."""
+    optimistic_progress: float = 1.0
+    """The progress of a goal without an estimate yet (fewer than 2 outcomes; generalising mode:
+    before its features arrive or the head's first snapshot): the largest possible, so new goals
+    are tried soon."""
+    environment_share: float = 0.0
+    """Fraction of episodes left to the environment's own goal draw (0: the sampler chooses all
+    once it knows a goal)."""
+    refresh: float = 0.125
+    """The distribution is rebuilt once the outcomes and discoveries since the last build reach
+    this fraction of the discovered goals (O(1) amortised per outcome; at least one)."""
+    mastered: float = 0.9
+    """Competence (mean of the newest `window` outcomes, a full window) at which a goal counts as
+    mastered in the metrics."""
+    estimator_hidden: int = 64
+    """generalising: hidden units of the competence head."""
+    estimator_lr: float = 3e-3
+    """generalising: Adam step size of the competence head."""
+    estimator_horizon: int = 256
+    """generalising: outcomes between the head's current and past predictions whose difference is
+    the learning progress."""
+    estimator_memory: int = 256
+    """generalising: the newest outcomes the head trains on (it tracks the competence of about
+    the last `estimator_memory` outcomes: more smooths, less follows faster)."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.epsilon <= 1 and 0 <= self.environment_share <= 1 and 0 < self.mastered <= 1):
+            raise ValueError(
+                f"goal_sampler: epsilon ({self.epsilon}) and environment_share ({self.environment_share}) must be in "
+                f"[0, 1] and mastered ({self.mastered}) in (0, 1]"
+            )
+        if self.optimistic_progress <= 0 or self.refresh <= 0:
+            raise ValueError("goal_sampler: optimistic_progress and refresh must be > 0")
+        if min(self.window, self.estimator_hidden, self.estimator_horizon, self.estimator_memory) < 1:
+            raise ValueError("goal_sampler: window and the estimator_* sizes must be >= 1")
+        if self.estimator_lr <= 0:
+            raise ValueError("goal_sampler: estimator_lr must be > 0")
+
+
+@dataclass(frozen=True)
 class ResourcesConfig:
     """Ray resources of each actor (logical units: fractions let several actors share a core).
     GPU fields left at None take one GPU each when the cluster has GPUs, none otherwise."""
@@ -378,6 +430,8 @@ class ResourcesConfig:
     """GPUs of each learner actor (None: 1 if the cluster has GPUs, else 0)."""
     replay_cpus: float = 1.0
     """CPUs of the replay actor."""
+    goal_sampler_cpus: float = 0.1
+    """CPUs of the goal-sampler actor (goal_sampler.mode other than 'environment'; it is light)."""
     inference_threads: int | None = None
     """torch threads of each inference actor (None: its CPUs rounded down, at least 1)."""
     learner_threads: int | None = None
@@ -389,7 +443,7 @@ class ResourcesConfig:
     """Seconds to wait for the placement group before failing with what could not be placed."""
 
     def __post_init__(self) -> None:
-        values = [self.worker_cpus, self.inference_cpus, self.learner_cpus, self.replay_cpus]
+        values = [self.worker_cpus, self.inference_cpus, self.learner_cpus, self.replay_cpus, self.goal_sampler_cpus]
         values += [g for g in (self.inference_gpus, self.learner_gpus) if g is not None]
         if min(values) < 0 or self.placement_timeout_s <= 0:
             raise ValueError("resources must be >= 0 and placement_timeout_s > 0")
@@ -485,6 +539,8 @@ class TrainConfig:
     """A run directory to continue from its newest checkpoint (its config.json is used)."""
     pipeline: PipelineConfig = PipelineConfig()
     """Actors, batching, weight sync and checkpoints of the pipeline."""
+    goal_sampler: GoalSamplerConfig = GoalSamplerConfig()
+    """Who chooses the training episodes' goals: the environment (default) or the agent itself."""
 
     def __post_init__(self) -> None:
         if (

@@ -123,6 +123,31 @@ class ChunkReport:
     successes: int  # of which terminated: the goal was achieved
     episode_steps: int  # steps of those episodes
     policy_version: int  # the oldest weights version that chose an action (-1: uniform-random actions only)
+    goal_outcomes: tuple[tuple[str, bool], ...] = ()  # (goal, success) of each episode that ended, in order
+    reported_goals: tuple[str, ...] = ()  # the distinct goals the social partner reported in the chunk's steps
+
+
+@dataclass(frozen=True)
+class GoalPlan:
+    """The goal sampler's distribution over the goals it knows, as rollout workers draw from it.
+
+    `goals[i]` is drawn with probability given by Walker's alias table (`accept`, `alias`): pick a
+    column i uniformly, keep it with probability `accept[i]`, else take `alias[i]`; O(1) per draw
+    whatever the number of goals. `environment_share` of the episodes (and every episode while
+    `goals` is empty) keep the environment's own goal draw.
+    """
+
+    goals: tuple[str, ...] = ()
+    accept: tuple[float, ...] = ()
+    alias: tuple[int, ...] = ()
+    environment_share: float = 0.0
+
+    def draw(self, rng: Any) -> str | None:
+        """A goal, or None for the environment's own draw; `rng` is a `numpy.random.Generator`."""
+        if not self.goals or (self.environment_share > 0 and rng.random() < self.environment_share):
+            return None
+        i = int(rng.integers(len(self.goals)))
+        return self.goals[i] if rng.random() < self.accept[i] else self.goals[self.alias[i]]
 
 
 @dataclass(frozen=True)

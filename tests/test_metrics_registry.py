@@ -2,8 +2,8 @@
 lacks fails here, and so does a registry name nothing logs any more.
 
 Names come from two sources, so neither a short run nor a text scan can miss one alone:
-- dynamic: the keys of every `metrics.jsonl` record of three short local runs (SAC-GLAM+HER,
-  SAC-GLAM, PPO-GLAM with HER), evaluations included;
+- dynamic: the keys of every `metrics.jsonl` record of four short local runs (SAC-GLAM+HER,
+  SAC-GLAM, PPO-GLAM with HER, SAC-GLAM+HER choosing its own goals), evaluations included;
 - static: every string literal of the form `"part/part"` used as a dict key in the package (what
   only a Ray actor or a long run would log), and the dashboard's own counters.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sacglam.config import AgentConfig, PipelineConfig, PPOConfig, SACConfig, TrainConfig
+from sacglam.config import AgentConfig, GoalSamplerConfig, PipelineConfig, PPOConfig, SACConfig, TrainConfig
 from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES
 from sacglam.pipeline.run import run_pipeline
 from sacglam.report import read_metrics
@@ -88,6 +88,7 @@ def logged_names(tmp_path_factory) -> set[str]:
             ppo=PPOConfig(rollout_steps=64, epochs=1, minibatch_size=32, her=True),
             output_dir=tmp / "ppo",
         ),
+        replace(sac_her, goal_sampler=GoalSamplerConfig(mode="generalising"), output_dir=tmp / "autotelic"),
     ]
     names: set[str] = set()
     for cfg in runs:

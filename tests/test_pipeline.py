@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, PPOConfig, SACConfig, TrainConfig
+from sacglam.config import (
+    AgentConfig,
+    EnvConfig,
+    GoalSamplerConfig,
+    PipelineConfig,
+    PPOConfig,
+    SACConfig,
+    TrainConfig,
+)
 from sacglam.inference.batching import MicroBatcher
 from sacglam.inference.server import InferenceServer
 from sacglam.pipeline.dashboard import metric_name
@@ -254,7 +262,13 @@ def _ppo_cfg(tmp_path, name, **changes):
     )
 
 
-@pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg], ids=["sac-her", "ppo-her"])
+def _autotelic_cfg(tmp_path, name, **changes):
+    """SAC-GLAM+HER choosing its own goals with the generalising estimator (which also keeps the
+    per-goal windows): the goal sampler's state must resume exactly too."""
+    return _cfg(tmp_path, name, goal_sampler=GoalSamplerConfig(mode="generalising", estimator_horizon=16), **changes)
+
+
+@pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg, _autotelic_cfg], ids=["sac-her", "ppo-her", "sac-her-autotelic"])
 def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_path, make_cfg):
     _cfg = make_cfg
     whole = _cfg(tmp_path, "whole")
@@ -283,6 +297,14 @@ def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_pa
         return [(r["env_steps"], r.get("loss/critic", r.get("loss/value"))) for r in rows if "learner/updates" in r]
 
     assert losses(whole.output_dir) == losses(cut.output_dir)  # the resumed metrics replace the cut-off ones
+    if make_cfg is _autotelic_cfg:
+
+        def sampler_records(directory):
+            rows = [json.loads(x) for x in (directory / "metrics.jsonl").read_text().splitlines()]
+            return [{k: v for k, v in r.items() if k.startswith("goals/")} for r in rows if "goals/discovered" in r]
+
+        assert sampler_records(whole.output_dir) == sampler_records(cut.output_dir)
+        assert sampler_records(whole.output_dir)[-1]["goals/discovered"] >= 3
 
 
 def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(tmp_path):

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray")
 
@@ -135,6 +136,8 @@ def test_kill_minus_9_of_a_whole_run_then_resume_continues_from_the_checkpoint(t
         "0.5",
         "--pipeline.resources.replay-cpus",
         "0.25",
+        "--goal-sampler.mode",
+        "progress",
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     latest = run_dir / "checkpoints" / "latest"
@@ -149,6 +152,8 @@ def test_kill_minus_9_of_a_whole_run_then_resume_continues_from_the_checkpoint(t
     saved = json.loads((checkpoint / "driver.json").read_text())
     stored = len(ReplayBuffer.load(checkpoint / "replay"))
     assert saved["env_steps"] >= 256 and stored > 0
+    sampler = torch.load(checkpoint / "goal_sampler.pt", weights_only=False)
+    assert sampler["goals"] and sampler["outcomes"] > 0  # the agent was choosing its own goals
 
     cfg = resumed_config(["--resume", str(run_dir)])
     cfg = replace(cfg, total_env_steps=saved["env_steps"] + 128, progress=False)
@@ -159,6 +164,8 @@ def test_kill_minus_9_of_a_whole_run_then_resume_continues_from_the_checkpoint(t
     assert f"{stored} transitions in storage" in resumed  # the replay actor restored the snapshot exactly
     steps = [r["env_steps"] for r in _records(run_dir) if "train/success" in r]
     assert steps == sorted(steps) and steps[-1] >= saved["env_steps"] + 128  # counters went on from the checkpoint
+    after = [r for r in _records(run_dir) if "goals/outcomes" in r and r["env_steps"] > saved["env_steps"]]
+    assert after[0]["goals/outcomes"] >= sampler["outcomes"]  # the goal sampler went on from its snapshot
 
 
 def test_ppo_trains_through_ray_actors_with_two_learners_and_resumes_after_kill_minus_9(tmp_path, cluster):

@@ -24,3 +24,12 @@ class StepLatency(VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         time.sleep(self.latency_ms * self.num_envs / 1000.0)
         return self.env.step(actions)
+
+    # The goal of auto-reset episodes is the wrapped vector's business: pass it through.
+    @property
+    def goal_source(self) -> Any:
+        return self.env.goal_source  # type: ignore[attr-defined]
+
+    @goal_source.setter
+    def goal_source(self, source: Any) -> None:
+        self.env.goal_source = source  # type: ignore[attr-defined]

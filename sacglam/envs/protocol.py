@@ -173,3 +173,19 @@ def _honours_goal_reset(env: gymnasium.Env, goal_of: str, seed: int) -> bool:
     except Exception:  # an environment without goal resets may refuse the option in any way
         return False
     return isinstance(info, dict) and info.get("goal") == goal_of
+
+
+def reset_on_goal(env: gymnasium.Env, goal: str | None) -> tuple[Any, dict[str, Any]]:
+    """`env.reset()` as a vector's auto-reset does it, on `goal` when one is given (a goal
+    sampler's choice). An environment that refuses the goal option fails with a message that
+    says why sacglam asked."""
+    if goal is None:
+        return env.reset()
+    try:
+        return env.reset(options={"goal": goal})
+    except Exception as error:  # an environment without goal resets may refuse the option in any way
+        raise EnvironmentProtocolError(
+            f"{type(env).__name__} refused reset(options={{'goal': {goal!r}}}) ({error}): a goal sampler "
+            "(goal_sampler.mode) starts episodes on its own goals, which needs an environment that accepts a goal "
+            "at reset (docs/environments.md); use goal_sampler.mode='environment' with this one"
+        ) from error

@@ -11,11 +11,15 @@ list of str, rewards float32, flags bool arrays; what the finished episode ended
 (a per-episode fact such as the scene) keeps its reset value for the whole episode, and the
 finished episode's value is in its `final_info`. `achieved_goals` always describes the step just
 taken (at reset: []).
+
+`goal_source`, when set, is asked for the goal of every episode an auto-reset starts (a goal
+sampler's choice; None from it: the environment draws its own goal); such resets pass
+`options={"goal": g}`, which the environment must accept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
@@ -23,7 +27,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from sacglam.envs.protocol import InvalidActionError
+from sacglam.envs.protocol import InvalidActionError, reset_on_goal
 
 _STEP_ONLY = ("achieved_goals", "success")  # facts of one step, never carried over
 
@@ -46,6 +50,7 @@ class TextVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._episode_info: list[dict[str, Any]] = [{} for _ in self.envs]  # the current episodes' reset facts
         self._needs_reset = True
+        self.goal_source: Callable[[], str | None] | None = None  # the goals of auto-reset episodes
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
@@ -90,7 +95,7 @@ class TextVectorEnv(VectorEnv):
             episode_info = {**self._episode_info[i], **info}  # the step's values over the reset's
             if term or trunc:
                 final_obs[i], final_info[i] = obs, episode_info
-                obs, info = env.reset()
+                obs, info = reset_on_goal(env, self.goal_source() if self.goal_source else None)
                 episode_info = {k: v for k, v in info.items() if k not in _STEP_ONLY}
             self._episode_info[i] = {k: v for k, v in episode_info.items() if k not in _STEP_ONLY}
             observations[i] = obs

@@ -8,7 +8,8 @@ episode, so every returned observation can be acted on. What the finished episod
 `scene`), flagged by the boolean mask `info["_final_obs"]`; entries of unfinished environments are
 None. `reward`, `terminated`, `truncated` and `info["achieved_goals"]` always describe the step just
 taken (i.e. the finished episode's last step). Auto-resets draw from each environment's own
-generator, so a seeded `reset` makes the whole stream reproducible.
+generator, so a seeded `reset` makes the whole stream reproducible. `goal_source`, when set, gives
+the goal of every auto-reset episode (a goal sampler's choice; None: the environment's draw).
 
 `info` keys (lists of length `num_envs` unless noted):
 - `candidates`: list[list[str]], the next step's candidate actions;
@@ -20,7 +21,7 @@ generator, so a seeded `reset` makes the whole stream reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from sacglam.envs.playground_text import InvalidActionError, PlaygroundText
+from sacglam.envs.protocol import reset_on_goal
 from sacglam.envs.text_vector import per_env_options, per_env_seeds
 
 
@@ -52,6 +54,7 @@ class PlaygroundTextVector(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._scenes: list[list[str]] = [[] for _ in range(num_envs)]
         self._needs_reset = True
+        self.goal_source: Callable[[], str | None] | None = None  # the goals of auto-reset episodes
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
@@ -104,7 +107,7 @@ class PlaygroundTextVector(VectorEnv):
             if term or trunc:
                 info["scene"] = self._scenes[i]
                 final_obs[i], final_info[i] = obs, info
-                obs, info = env.reset()
+                obs, info = reset_on_goal(env, self.goal_source() if self.goal_source else None)
                 self._scenes[i] = info["scene"]
             observations[i] = obs
             candidates[i] = info["candidates"]

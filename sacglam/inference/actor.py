@@ -27,6 +27,9 @@ class InferenceActor:
         # Staged only: the batcher's next forward applies it (the event loop never runs during a forward).
         return self.server.set_weights(version, state)
 
+    async def goal_features(self, goals: Sequence[str]) -> np.ndarray:
+        return self.server.goal_features(goals)
+
     async def stats(self) -> dict[str, float]:
         return self.server.stats() | {"inference/batches": self.batcher.batches}
 

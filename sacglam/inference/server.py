@@ -69,6 +69,16 @@ class InferenceServer:
             start += len(obs)
         return results
 
+    def goal_features(self, goals: Sequence[str]) -> np.ndarray:
+        """(len(goals), H) float32: the LLM's hidden state at the end of the prompt `Goal: <goal>`
+        (the feature the value head reads), under the current weights; the goal sampler's
+        competence head reads goals through it. Staged weights are left for the next batch forward
+        (the Ray actor may be running one in its thread; this call only reads the weights)."""
+        prompts = [f"Goal: {goal}\n" for goal in goals]
+        with torch.inference_mode():
+            scores = self.agent.candidate_scores(self.agent.encode(prompts, [[goal] for goal in goals]))
+        return scores.prompt_features.float().cpu().numpy()
+
     def stats(self) -> dict[str, float]:
         return {
             "inference/version": self.version,

@@ -23,6 +23,7 @@ class Components:
     inference: Sequence[Handle]
     workers: Sequence[Handle]
     learners: Sequence[Handle]
+    goal_sampler: Handle | None = None  # the goal-sampler actor (goal_sampler.mode other than 'environment')
     dashboard: Any = None  # RayDashboardMetrics on Ray, None locally
     dashboard_url: str | None = None
     close: Callable[[], None] = field(default=lambda: None)
@@ -49,6 +50,10 @@ def storage_component(cfg: TrainConfig) -> tuple[type, tuple]:
     return ReplayService, (cfg.sac, cfg.env, cfg.seed)
 
 
+def uses_goal_sampler(cfg: TrainConfig) -> bool:
+    return cfg.goal_sampler.mode != "environment"
+
+
 def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
     from sacglam.inference.server import InferenceServer
     from sacglam.learner.service import LearnerService
@@ -66,4 +71,11 @@ def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> 
         )
         for i in range(cfg.pipeline.rollout_workers)
     ]
-    return Components(storage=storage, inference=inference, workers=workers, learners=[learner])
+    goal_sampler = None
+    if uses_goal_sampler(cfg):
+        from sacglam.goal_sampler.service import GoalSamplerService
+
+        goal_sampler = LocalHandle(GoalSamplerService(cfg.goal_sampler, cfg.env, cfg.seed, checkpoints))
+    return Components(
+        storage=storage, inference=inference, workers=workers, learners=[learner], goal_sampler=goal_sampler
+    )

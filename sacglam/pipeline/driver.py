@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
 from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
+from sacglam.goal_sampler.service import GoalSamplerService
 from sacglam.inference.server import InferenceServer
 from sacglam.learner.service import LearnerService
 from sacglam.pipeline.components import Components
@@ -143,7 +144,9 @@ class PipelineDriver:
         """Ask an idle rollout worker (`worker`, or the first idle one) for `vector_steps` steps of
         each of its environments; `cut` ends its open episodes' segments after them."""
         index = self.idle_workers.pop(0 if worker is None else self.idle_workers.index(worker))
-        future = self.parts.workers[index].call(RolloutService.collect, vector_steps, explore, cut)
+        sampler = self.parts.goal_sampler
+        plan = sampler.call(GoalSamplerService.plan) if sampler is not None else None  # a future: Ray passes it on
+        future = self.parts.workers[index].call(RolloutService.collect, vector_steps, explore, cut, plan)
         self.in_flight[future] = ("collect", (index, explore))
         self.issued_steps += vector_steps * (self.cfg.num_envs // self.cfg.pipeline.rollout_workers)
 
@@ -174,6 +177,8 @@ class PipelineDriver:
         advance(self.bar, result.env_steps)
         if self.parts.dashboard is not None:
             self.parts.dashboard.count(result.env_steps, result.episodes)
+        if self.parts.goal_sampler is not None:
+            self._teach_goal_sampler(result)
         if not explore:
             if result.policy_version < 0 <= c.published:
                 self.publish()  # a restarted inference actor came back without weights
@@ -184,6 +189,16 @@ class PipelineDriver:
             c.next_log += self.cfg.log_every
         if self.on_chunk is not None:
             self.on_chunk(self)
+
+    def _teach_goal_sampler(self, result: ChunkReport) -> None:
+        """The chunk's partner reports and episode outcomes to the goal sampler; the features of
+        goals it discovered (generalising mode) from the first inference actor."""
+        sampler = self.parts.goal_sampler
+        assert sampler is not None
+        wanted = resolve(sampler.call(GoalSamplerService.observe, result.reported_goals, result.goal_outcomes))
+        if wanted:
+            features = self.parts.inference[0].call(InferenceServer.goal_features, wanted)
+            resolve(sampler.call(GoalSamplerService.add_features, wanted, features))
 
     # ------------------------------------------------------------------ weights, evaluation, logs, checkpoints
 
@@ -242,6 +257,8 @@ class PipelineDriver:
         stats = resolve(self.parts.storage.call(ExperienceStore.stats))
         for inference in self.parts.inference[:1]:
             stats |= resolve(inference.call(InferenceServer.stats))
+        if self.parts.goal_sampler is not None:
+            stats |= resolve(self.parts.goal_sampler.call(GoalSamplerService.stats))
         record = (
             self.c.train_metrics
             | stats
@@ -272,6 +289,8 @@ class PipelineDriver:
             [w.call(RolloutService.get_state) for w in self.parts.workers]
         )  # also flushes their hand-overs
         saving = self.parts.storage.call(ExperienceStore.save, str(tmp))
+        if self.parts.goal_sampler is not None:
+            resolve(self.parts.goal_sampler.call(GoalSamplerService.save, str(tmp)))
         torch.save(resolve(self.parts.learners[0].call(LearnerService.state_dict)), tmp / "learner.pt")
         (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
         (tmp / "driver.json").write_text(json.dumps(asdict(c)))

@@ -21,7 +21,13 @@ from typing import Any
 
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
-from sacglam.pipeline.components import Components, envs_per_worker, storage_component, worker_seed
+from sacglam.pipeline.components import (
+    Components,
+    envs_per_worker,
+    storage_component,
+    uses_goal_sampler,
+    worker_seed,
+)
 from sacglam.runtime.handles import Component, RayHandle, resolve_all
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
@@ -89,6 +95,8 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     ]
     bundles += [Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus)) for i in range(p.learners)]
     bundles += [Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0) for i in range(p.rollout_workers)]
+    if uses_goal_sampler(cfg):
+        bundles.append(Bundle("goal-sampler", res.goal_sampler_cpus, 0.0))
     return bundles
 
 
@@ -207,13 +215,21 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         )
         for i in range(p.rollout_workers)
     ]
-    resolve_all([h.call(Component.ping) for h in [storage, *inference, *learners, *workers]])  # constructors done
+    goal_sampler = None
+    if uses_goal_sampler(cfg):
+        from sacglam.goal_sampler.service import GoalSamplerService
+
+        goal_sampler = spawn(GoalSamplerService, True, cfg.goal_sampler, cfg.env, cfg.seed, str(checkpoints), 1)
+    others = [goal_sampler] if goal_sampler is not None else []
+    resolve_all(
+        [h.call(Component.ping) for h in [storage, *inference, *learners, *workers, *others]]
+    )  # constructors done
     if len(learners) > 1:
         address, port = ray.get(learners[0].call(LearnerService.rendezvous))
         resolve_all([learner.call(LearnerService.join, address, port) for learner in learners])
 
     def close() -> None:
-        for handle in [*workers, *learners, *inference, storage]:
+        for handle in [*workers, *learners, *inference, storage, *others]:
             ray.kill(handle.actor, no_restart=True)
         if own_group:
             remove_placement_group(pg)
@@ -223,6 +239,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         inference=inference,
         workers=workers,
         learners=learners,
+        goal_sampler=goal_sampler,
         dashboard=RayDashboardMetrics(cfg.output_dir.name),
         dashboard_url=url,
         close=close,

@@ -11,7 +11,7 @@ import numpy as np
 from sacglam.config import EnvConfig
 from sacglam.rollout_workers.worker import RolloutWorker
 from sacglam.runtime.handles import EpisodeSink, Handle, PolicySource, resolve
-from sacglam.types import ChunkReport
+from sacglam.types import ChunkReport, GoalPlan
 
 
 class RolloutService:
@@ -40,11 +40,14 @@ class RolloutService:
             self.inference.call(PolicySource.distributions, list(observations), [list(c) for c in candidates])
         )
 
-    def collect(self, vector_steps: int, explore: bool = False, cut: bool = False) -> ChunkReport:
+    def collect(
+        self, vector_steps: int, explore: bool = False, cut: bool = False, goal_plan: GoalPlan | None = None
+    ) -> ChunkReport:
         """Step, hand the episodes to the storage (replay or rollout), return the chunk's figures.
         `explore`: uniform-random actions (the paper's optional random steps before learning);
-        `cut`: end the open episodes' segments after the last step (an on-policy rollout's end)."""
-        got = self.worker.collect(vector_steps, None if explore else self._distributions, cut=cut)
+        `cut`: end the open episodes' segments after the last step (an on-policy rollout's end);
+        `goal_plan`: the goal sampler's newest distribution (None: keep the last)."""
+        got = self.worker.collect(vector_steps, None if explore else self._distributions, cut=cut, goal_plan=goal_plan)
         self.flush()
         if got.episodes:
             self._in_flight = self.storage.call(EpisodeSink.add_episodes, got.episodes)
@@ -55,6 +58,8 @@ class RolloutService:
             successes=sum(e.terminated for e in finished),
             episode_steps=sum(len(e.actions) for e in finished),
             policy_version=got.policy_version,
+            goal_outcomes=tuple((e.goal, e.terminated) for e in finished),
+            reported_goals=tuple(dict.fromkeys(g for e in got.episodes for step in e.achieved_goals for g in step)),
         )
 
     def flush(self) -> bool:

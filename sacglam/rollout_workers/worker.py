@@ -2,7 +2,9 @@
 
 It steps its vector of Playground-Text environments, asks an inference service for pi(.|s) over
 each state's candidates, samples the actions itself (with its own seeded generator, so the
-inference side stays stateless), and hands back the episodes that finished.
+inference side stays stateless), and hands back the episodes that finished. With a goal
+sampler, the goals of the episodes its environments start come from the sampler's latest
+`GoalPlan`, drawn with the worker's own goal generator.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from sacglam.config import EnvConfig
 from sacglam.rollout_workers.recorder import EpisodeRecorder
-from sacglam.types import Episode
+from sacglam.types import Episode, GoalPlan
 
 Distributions = Callable[[Sequence[str], Sequence[Sequence[str]]], tuple[np.ndarray, int]]
 """(observations, candidates) -> (probs (B, C) float32 with 0 at padding, policy version)."""
@@ -39,6 +41,18 @@ def sample_actions(probs: np.ndarray, candidates: Sequence[Sequence[str]], rng: 
     return [c[min(int(i), len(c) - 1)] for c, i in zip(candidates, picks, strict=True)]
 
 
+class GoalChooser:
+    """The goal of each episode an auto-reset starts: a draw from the newest `GoalPlan` (its own
+    generator, so choosing goals leaves the action stream alone; None: the environment's draw)."""
+
+    def __init__(self, seed: int):
+        self.plan = GoalPlan()
+        self.rng = np.random.default_rng([seed, 0x60A1])
+
+    def __call__(self) -> str | None:
+        return self.plan.draw(self.rng)
+
+
 class RolloutWorker:
     """`num_envs` environments of `env_config`, seeded from `seed`."""
 
@@ -51,11 +65,22 @@ class RolloutWorker:
         self.observations, self.infos = self.env.reset(seed=seed)
         self.recorder = EpisodeRecorder(num_envs)
         self.recorder.start(self.observations, self.infos)
+        self.goals = GoalChooser(seed)
+        self.env.goal_source = self.goals  # type: ignore[attr-defined]  # both vector forms have it
 
-    def collect(self, vector_steps: int, distributions: Distributions | None, cut: bool = False) -> Collected:
+    def collect(
+        self,
+        vector_steps: int,
+        distributions: Distributions | None,
+        cut: bool = False,
+        goal_plan: GoalPlan | None = None,
+    ) -> Collected:
         """Take `vector_steps` steps in every environment; `distributions=None` acts uniformly at
         random. `cut`: end every open episode's segment after the last step (an on-policy
-        rollout's end); the cut segments come last in `episodes`."""
+        rollout's end); the cut segments come last in `episodes`. `goal_plan`: the goal sampler's
+        newest distribution, for the episodes that start from here on (None: keep the last one)."""
+        if goal_plan is not None:
+            self.goals.plan = goal_plan
         out = Collected(env_steps=0)
         versions = []
         for _ in range(vector_steps):
@@ -76,7 +101,8 @@ class RolloutWorker:
 
     # The whole worker (environments mid-episode, open episodes, generator) for checkpoints.
     def get_state(self) -> bytes:
-        return pickle.dumps((self.env, self.rng, self.observations, self.infos, self.recorder))
+        return pickle.dumps((self.env, self.rng, self.observations, self.infos, self.recorder))  # env holds the chooser
 
     def set_state(self, state: bytes) -> None:
         self.env, self.rng, self.observations, self.infos, self.recorder = pickle.loads(state)
+        self.goals = self.env.goal_source  # type: ignore[attr-defined]
