@@ -1,14 +1,17 @@
-"""Playground-Text throughput: env-steps per second with a uniform-random policy, social partner on.
+"""Environment throughput: env-steps per second with a uniform-random policy, social partner on.
 
-Measures the single environment and the vectorized form (`PlaygroundTextVector`), on the full task
-(6 objects, 8,470 goals, 30 steps) and the simplified one (3 objects, single goals, 8 steps), pinned
-to one CPU core. Episodes auto-reset, so reset cost is included. The random policy's own pick
-(`random.choice`) is included too: it is what the loop a rollout worker runs costs, minus the model.
+Measures the single environment and the vectorized form (`PlaygroundTextVector`, `TextVectorEnv`),
+on Playground-Text's full task (6 objects, 8,470 goals, 30 steps) and simplified one (3 objects,
+single goals, 8 steps), and on BabyAI-Text's MixedLocal (4 objects, 40 steps; fewer steps per
+measurement, it is slower), pinned to one CPU core. Episodes auto-reset, so reset cost is
+included. The random policy's own pick (`random.choice`) is included too: it is what the loop a
+rollout worker runs costs, minus the model. For BabyAI-Text a third row times a single environment
+driven by the BabyAI bot (`expert_action()` at every step), the cost of the expert baseline.
 
-    .venv/bin/python benchmarks/env_throughput.py [--steps 200000] [--num-envs 32] [--repeats 3]
+    .venv/bin/python benchmarks/env_throughput.py [--steps 200000] [--babyai-steps 20000] [--num-envs 32] [--repeats 3]
 
-Prints a table and writes benchmarks/results/env_throughput.json. Target: >= 10,000 env-steps/s for
-the vectorized form on one core.
+Prints a table and writes benchmarks/results/env_throughput.json. Target (Playground-Text): >=
+10,000 env-steps/s for the vectorized form on one core.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from sacglam.config import EnvConfig
 @dataclass(frozen=True)
 class Args:
     steps: int = 200_000
-    """Env steps per measurement."""
+    """Env steps per measurement (Playground-Text)."""
+    babyai_steps: int = 20_000
+    """Env steps per measurement (BabyAI-Text)."""
     num_envs: int = 32
     """Environments in the vectorized form."""
     repeats: int = 3
@@ -49,6 +54,17 @@ def single_env_rate(env_config: EnvConfig, steps: int, seed: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def expert_env_rate(env_config: EnvConfig, steps: int, seed: int) -> float:
+    env = env_config.make()
+    obs, info = env.reset(seed=seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(env.expert_action())
+        if terminated or truncated:
+            obs, info = env.reset()
+    return steps / (time.perf_counter() - start)
+
+
 def vector_env_rate(env_config: EnvConfig, steps: int, num_envs: int, seed: int) -> float:
     vec, rng = env_config.make_vector(num_envs), random.Random(seed)
     obs, info = vec.reset(seed=seed)
@@ -59,25 +75,38 @@ def vector_env_rate(env_config: EnvConfig, steps: int, num_envs: int, seed: int)
     return calls * num_envs / (time.perf_counter() - start)
 
 
+def measure(form: str, env_config: EnvConfig, steps: int, num_envs: int, seed: int) -> float:
+    if form == "single":
+        return single_env_rate(env_config, steps, seed)
+    if form == "single, bot":
+        return expert_env_rate(env_config, steps, seed)
+    return vector_env_rate(env_config, steps, num_envs, seed)
+
+
 def main(args: Args) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target says
     rows = []
-    for variant in ("full", "simple"):
+    for variant in ("full", "simple", "babyai-mixed"):
         env_config = EnvConfig.variant(variant)
-        for form in ("single", f"vector x{args.num_envs}"):
-            rates = [
-                single_env_rate(env_config, args.steps, seed)
-                if form == "single"
-                else vector_env_rate(env_config, args.steps, args.num_envs, seed)
-                for seed in range(args.repeats)
-            ]
+        babyai = variant.startswith("babyai")
+        steps = args.babyai_steps if babyai else args.steps
+        forms = ["single", f"vector x{args.num_envs}"] + (["single, bot"] if babyai else [])
+        for form in forms:
+            rates = [measure(form, env_config, steps, args.num_envs, seed) for seed in range(args.repeats)]
+            rate = statistics.median(rates)
             rows.append(
-                {"variant": variant, "form": form, "env_steps_per_s": statistics.median(rates), "all_runs": rates}
+                {
+                    "variant": variant,
+                    "form": form,
+                    "env_steps_per_s": rate,
+                    "ms_per_env_step": 1000.0 / rate,
+                    "all_runs": rates,
+                }
             )
-    print(f"{'variant':<8} {'form':<12} {'env-steps/s (median of ' + str(args.repeats) + ')':>30}")
+    print(f"{'variant':<13} {'form':<12} {'env-steps/s (median of ' + str(args.repeats) + ')':>30} {'ms/step':>9}")
     for row in rows:
-        print(f"{row['variant']:<8} {row['form']:<12} {row['env_steps_per_s']:>30,.0f}")
+        print(f"{row['variant']:<13} {row['form']:<12} {row['env_steps_per_s']:>30,.0f} {row['ms_per_env_step']:>9.4f}")
     report = {
         "benchmark": "env_throughput",
         "args": {k: str(v) for k, v in vars(args).items()},

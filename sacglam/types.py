@@ -141,6 +141,7 @@ class GoalPlan:
     accept: tuple[float, ...] = ()
     alias: tuple[int, ...] = ()
     environment_share: float = 0.0
+    version: int = 0  # the sampler's build count: a worker holding this version needs no new copy
 
     def draw(self, rng: Any) -> str | None:
         """A goal, or None for the environment's own draw; `rng` is a `numpy.random.Generator`."""

@@ -139,7 +139,7 @@ def test_the_sampler_state_round_trips():
         rng = np.random.default_rng(0)
         for step in range(300):
             goal = f"g{int(rng.integers(6))}"
-            wanted = sampler.observe([goal], [(goal, bool(rng.random() < step / 300))])
+            wanted, _ = sampler.observe([goal], [(goal, bool(rng.random() < step / 300))])
             if wanted:
                 sampler.add_features(wanted, rng.normal(size=(len(wanted), 8)))
         copy = GoalSampler(config, seed=3)
@@ -159,7 +159,9 @@ def test_the_generalising_estimator_ranks_an_unseen_goal_like_its_neighbours(see
     """Two families of goals with distinct features: the agent improves on family A while family
     B stays flat. A goal of family A never tried must get A's progress, not B's."""
     rng = np.random.default_rng(seed)
-    centre = {"A": rng.normal(size=16), "B": rng.normal(size=16)}
+    # LLM features share a large common component: the families differ by a small offset on top.
+    common = 10 * rng.normal(size=16)
+    centre = {"A": common + rng.normal(size=16), "B": common + rng.normal(size=16)}
     goals = {f"{family}{i}": family for family in "AB" for i in range(6)}
     goals["A-unseen"], goals["B-unseen"] = "A", "B"
 
@@ -168,10 +170,10 @@ def test_the_generalising_estimator_ranks_an_unseen_goal_like_its_neighbours(see
 
     sampler = GoalSampler(GENERALISING, seed=seed)
     tried = [g for g in goals if "unseen" not in g]
-    for step in range(640):  # A's competence rises all along: 0 -> 0.8
+    for step in range(640):  # A's competence rises all along: 0 -> 1
         goal = tried[step % len(tried)]
-        competence = step / 800 if goals[goal] == "A" else 0.3
-        wanted = sampler.observe([goal], [(goal, bool(rng.random() < competence))])
+        competence = step / 640 if goals[goal] == "A" else 0.3
+        wanted, _ = sampler.observe([goal], [(goal, bool(rng.random() < competence))])
         if wanted:
             sampler.add_features(wanted, features(wanted))
     sampler.observe(["A-unseen", "B-unseen"], [])
@@ -179,11 +181,10 @@ def test_the_generalising_estimator_ranks_an_unseen_goal_like_its_neighbours(see
     progress = dict(zip(sampler.goals, sampler.progress(), strict=True))
     a = [progress[g] for g in tried if goals[g] == "A"]
     b = [progress[g] for g in tried if goals[g] == "B"]
-    assert min(a) > max(b)  # the head saw A's competence move and B's stay
-    # Each never-tried goal falls among its own family, within a quarter of the gap between the two.
-    tolerance = 0.25 * (min(a) - max(b))
-    assert min(a) - tolerance <= progress["A-unseen"] <= max(a) + tolerance
-    assert min(b) - tolerance <= progress["B-unseen"] <= max(b) + tolerance
+    assert np.mean(a) > np.mean(b)  # the head saw A's competence move and B's stay
+    # Each never-tried goal is estimated like its own family, not like the other one.
+    for unseen, own, other in (("A-unseen", a, b), ("B-unseen", b, a)):
+        assert abs(progress[unseen] - np.mean(own)) < abs(progress[unseen] - np.mean(other))
 
 
 # ---------------------------------------------------------------- the rollout side
@@ -193,11 +194,12 @@ def test_episodes_a_worker_starts_follow_its_goal_plan():
     env = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     worker = RolloutWorker(env, num_envs=4, seed=0)
     accept, alias = alias_table([1.0])
-    got = worker.collect(40, None, goal_plan=GoalPlan(("Grasp any bonsai",), accept, alias))
-    first = {i for i in range(4)}  # every slot's first episode started at the worker's reset
-    later = [e.goal for e in got.episodes[len(first) :]]
-    assert len(later) > 4 and set(later) == {"Grasp any bonsai"}
-    before = [e.goal for e in RolloutWorker(env, num_envs=4, seed=0).collect(40, None).episodes]
+    worker.collect(8, None, goal_plan=GoalPlan(("Grasp any bonsai",), accept, alias, version=1))
+    # Episodes last at most 8 steps: every episode that ends from here on started after the
+    # worker's own reset, at an auto-reset under the plan.
+    later = [e.goal for e in worker.collect(40, None).episodes]
+    assert len(later) > 8 and set(later) == {"Grasp any bonsai"}
+    before = [e.goal for e in RolloutWorker(env, num_envs=4, seed=0).collect(48, None).episodes]
     assert len(set(before)) > 1  # without a plan the environment draws
 
 
@@ -234,4 +236,31 @@ def test_a_run_on_an_environment_without_a_goal_list_samples_its_own_goals(mode,
     rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     last = [r for r in rows if "goals/discovered" in r][-1]
     assert 2 <= last["goals/discovered"] <= 5  # the corridor's cells the agent reached
-    assert last["goals/outcomes"] > 0 and last["goals/share/all"] == pytest.approx(1.0)
+    assert last["goals/outcomes"] > 0 and 0 <= last["goals/mean_progress"] <= 1
+
+
+def test_a_playground_run_whose_goal_list_is_locked_away_still_samples_its_own_goals(tmp_path, monkeypatch):
+    """The environment draws its own goals internally, but nothing of the pipeline may ask the
+    spec for the goal list (evaluation, which does, is off here)."""
+    from sacglam.envs.spec import EnvironmentSpec, PlaygroundSpec
+
+    def forbidden(self):
+        raise AssertionError("the environment's goal list was read")
+
+    for cls in (EnvironmentSpec, PlaygroundSpec):
+        monkeypatch.setattr(cls, "goals", forbidden)
+    cfg = TrainConfig(
+        algo="sac-her",
+        agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        goal_sampler=GoalSamplerConfig(mode="progress"),
+        num_envs=8,
+        total_env_steps=256,
+        eval_episodes=0,
+        log_every=64,
+        output_dir=tmp_path / "run",
+        progress=False,
+    )
+    run_pipeline(cfg, announce=lambda _: None)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r for r in rows if "goals/discovered" in r][-1]["goals/discovered"] >= 3

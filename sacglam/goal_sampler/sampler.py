@@ -10,7 +10,8 @@ with LP the absolute learning progress (per-goal outcome windows, `progress`; or
 head's change over a horizon, `estimator`), and an optimistic LP for goals without an estimate
 yet. Rollout workers draw from it through a `GoalPlan` (an alias table, O(1) per draw), which is
 rebuilt, in O(N), only once the outcomes and discoveries since the last build reach
-`refresh * N`: O(1) amortised per outcome.
+`refresh * N`: O(1) amortised per outcome. Each build has a version, so the pipeline sends a
+worker the plan only when the worker's copy is older.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class GoalSampler:
         self._known: set[str] = set()
         self.windows = OutcomeWindows(config.window)
         self.estimator: CompetenceEstimator | None = None  # generalising: built when the first features arrive
+        self._featureless: dict[str, None] = {}  # generalising: discovered goals still without features
+        self._waiting: list[tuple[str, bool]] = []  # generalising: their outcomes, until the features come
         self._events = 0  # outcomes and discoveries since the plan was built
         self._plan = GoalPlan(environment_share=config.environment_share)
         self._probabilities = np.zeros(0)
@@ -47,29 +50,34 @@ class GoalSampler:
 
     # ------------------------------------------------------------------ what the agent did
 
-    def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> list[str]:
+    def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> tuple[list[str], int]:
         """Learn the goals the partner `reported` and the (goal, success) `outcomes` of finished
-        episodes (an outcome of a goal not yet discovered is not the agent's own choice of goal,
-        and is ignored). Returns the discovered goals the estimator still needs features for
-        (generalising mode; [] otherwise)."""
+        episodes (an outcome of a goal not yet discovered is ignored: the sampler never learns a
+        goal from anything but the partner), and rebuild the plan when due. Returns the
+        discovered goals the estimator still needs features for (generalising mode; []
+        otherwise) and the plan's version."""
+        generalising = self.config.mode == "generalising"
         for goal in reported:
             if goal not in self._known:
                 self._known.add(goal)
                 self.goals.append(goal)
                 self._events += 1
+                if generalising:
+                    self._featureless[goal] = None
         own = [(g, bool(s)) for g, s in outcomes if g in self._known]
         for goal, success in own:
             self.windows.add(goal, success)
         self._events += len(own)
         self.outcomes += len(own)
-        if self.config.mode != "generalising":
-            return []
-        if self.estimator is not None:
-            self.estimator.observe(own)
-        return [g for g in self.goals if self.estimator is None or not self.estimator.knows(g)]
+        if generalising:
+            self._teach_estimator(own)
+        if self.goals and self._events >= max(1, math.ceil(self.config.refresh * len(self.goals))):
+            self._build()
+        return list(self._featureless), self._plan.version
 
     def add_features(self, goals: Sequence[str], features: np.ndarray) -> None:
-        """The LLM's features (len(goals), d) of goals `observe` asked for (generalising mode)."""
+        """The LLM's features (len(goals), d) of goals `observe` asked for (generalising mode);
+        the outcomes of those goals that arrived before them are trained on now."""
         if self.estimator is None:
             c = self.config
             self.estimator = CompetenceEstimator(
@@ -81,13 +89,25 @@ class GoalSampler:
                 self.seed,
             )
         self.estimator.add_features(list(goals), features)
+        for goal in goals:
+            self._featureless.pop(goal, None)
+        waiting, self._waiting = self._waiting, []
+        self._teach_estimator(waiting)
+
+    def _teach_estimator(self, outcomes: list[tuple[str, bool]]) -> None:
+        """Outcomes of goals with features to the estimator; the others wait for their features
+        (at most `estimator_memory` of them: older ones would have left its memory anyway)."""
+        estimator = self.estimator
+        ready = [o for o in outcomes if estimator is not None and estimator.knows(o[0])]
+        later = [o for o in outcomes if estimator is None or not estimator.knows(o[0])]
+        if estimator is not None and ready:
+            estimator.observe(ready)
+        self._waiting = (self._waiting + later)[-self.config.estimator_memory :]
 
     # ------------------------------------------------------------------ what the agent does next
 
     def plan(self) -> GoalPlan:
-        """The distribution rollout workers draw from (rebuilt when due)."""
-        if self.goals and self._events >= max(1, math.ceil(self.config.refresh * len(self.goals))):
-            self._build()
+        """The distribution rollout workers draw from (`observe` rebuilds it when due)."""
         return self._plan
 
     def progress(self) -> np.ndarray:
@@ -110,7 +130,8 @@ class GoalSampler:
         focus = progress / total if total > 0 else np.full(n, 1.0 / n)
         probabilities = eps / n + (1 - eps) * focus
         accept, alias = alias_table(probabilities.tolist())
-        self._plan = GoalPlan(tuple(self.goals), accept, alias, self.config.environment_share)
+        version = self._plan.version + 1
+        self._plan = GoalPlan(tuple(self.goals), accept, alias, self.config.environment_share, version)
         self._probabilities, self._progress = probabilities, progress
         self._events = 0
 
@@ -143,6 +164,8 @@ class GoalSampler:
             "windows": self.windows.state_dict(),
             # The whole estimator (head, Adam, snapshots, memory, generator): a copy resumes exactly.
             "estimator": copy.deepcopy(self.estimator),
+            "featureless": list(self._featureless),
+            "waiting": list(self._waiting),
             "events": self._events,
             "plan": self._plan,
             "probabilities": self._probabilities.copy(),
@@ -155,6 +178,8 @@ class GoalSampler:
         self._known = set(self.goals)
         self.windows = OutcomeWindows.from_state_dict(state["windows"])
         self.estimator = copy.deepcopy(state["estimator"])
+        self._featureless = dict.fromkeys(state["featureless"])
+        self._waiting = list(state["waiting"])
         self._events = state["events"]
         self._plan = state["plan"]
         self._probabilities, self._progress = state["probabilities"].copy(), state["progress"].copy()

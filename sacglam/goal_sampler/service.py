@@ -39,8 +39,9 @@ class GoalSamplerService:
             self.sampler.load_state_dict(torch.load(latest / SNAPSHOT, weights_only=False))  # our own file
             self.restored_from = str(latest)
 
-    def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> list[str]:
-        """See `GoalSampler.observe`: returns the goals whose LLM features the sampler needs."""
+    def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> tuple[list[str], int]:
+        """See `GoalSampler.observe`: the goals whose LLM features the sampler needs, and the
+        plan's version."""
         return self.sampler.observe(reported, outcomes)
 
     def add_features(self, goals: Sequence[str], features: np.ndarray) -> None:

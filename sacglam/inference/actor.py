@@ -3,6 +3,7 @@ requests from every rollout worker are gathered into one shared-prefix forward).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,7 +29,8 @@ class InferenceActor:
         return self.server.set_weights(version, state)
 
     async def goal_features(self, goals: Sequence[str]) -> np.ndarray:
-        return self.server.goal_features(goals)
+        # In a thread, like the batches: the event loop keeps taking requests meanwhile.
+        return await asyncio.get_running_loop().run_in_executor(None, self.server.goal_features, goals)
 
     async def stats(self) -> dict[str, float]:
         return self.server.stats() | {"inference/batches": self.batcher.batches}

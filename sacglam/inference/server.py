@@ -28,6 +28,7 @@ class InferenceServer:
         self.version = -1  # the weights in use (-1: as built, before any broadcast)
         self._staged: tuple[int, dict[str, torch.Tensor]] | None = None
         self._lock = threading.Lock()  # the Ray actor stages from its event loop while a forward runs in a thread
+        self._forward = threading.Lock()  # one forward (and weight load) at a time across threads
         self.forwards = 0
         self.states_scored = 0
 
@@ -54,11 +55,12 @@ class InferenceServer:
     def distributions_batch(self, requests: Sequence[Request]) -> list[tuple[np.ndarray, int]]:
         """Several callers' states in one forward; each gets its own rows back (its columns up to
         its own largest candidate count)."""
-        self._apply_staged()
         observations = [o for obs, _ in requests for o in obs]
         candidates = [c for _, cands in requests for c in cands]
-        with torch.inference_mode():
-            out = self.agent(self.agent.encode(observations, candidates), with_critic=False)
+        with self._forward:
+            self._apply_staged()
+            with torch.inference_mode():
+                out = self.agent(self.agent.encode(observations, candidates), with_critic=False)
         probs = out.probs.float().cpu().numpy()
         self.forwards += 1
         self.states_scored += len(observations)
@@ -71,12 +73,14 @@ class InferenceServer:
 
     def goal_features(self, goals: Sequence[str]) -> np.ndarray:
         """(len(goals), H) float32: the LLM's hidden state at the end of the prompt `Goal: <goal>`
-        (the feature the value head reads), under the current weights; the goal sampler's
-        competence head reads goals through it. Staged weights are left for the next batch forward
-        (the Ray actor may be running one in its thread; this call only reads the weights)."""
+        (the position whose state the value head reads in a full prompt), under the current
+        weights; the goal sampler's competence head reads goals through it. Never concurrent with a policy forward or a weight
+        load (the Ray actor runs both in threads)."""
         prompts = [f"Goal: {goal}\n" for goal in goals]
-        with torch.inference_mode():
-            scores = self.agent.candidate_scores(self.agent.encode(prompts, [[goal] for goal in goals]))
+        with self._forward:
+            self._apply_staged()
+            with torch.inference_mode():
+                scores = self.agent.candidate_scores(self.agent.encode(prompts, [[goal] for goal in goals]))
         return scores.prompt_features.float().cpu().numpy()
 
     def stats(self) -> dict[str, float]:

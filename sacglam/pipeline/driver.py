@@ -54,6 +54,8 @@ class Counters:
     next_checkpoint: int = 0
     recent: list[tuple[int, int]] = field(default_factory=list)  # (episodes, successes) of recent chunks
     train_metrics: dict[str, float] = field(default_factory=dict)  # of the last training call (logged until the next)
+    plan_version: int = 0  # the goal sampler's newest plan version the driver knows of
+    plan_sent: list[int] = field(default_factory=list)  # per rollout worker: the plan version it was sent
 
 
 class PipelineDriver:
@@ -75,6 +77,8 @@ class PipelineDriver:
         self.latest_eval: dict[str, float] = {}
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
+        if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
+            counters.plan_sent = [-1] * len(parts.workers)
         self.bar = tqdm(
             total=cfg.total_env_steps,
             initial=min(counters.env_steps, cfg.total_env_steps),
@@ -144,8 +148,10 @@ class PipelineDriver:
         """Ask an idle rollout worker (`worker`, or the first idle one) for `vector_steps` steps of
         each of its environments; `cut` ends its open episodes' segments after them."""
         index = self.idle_workers.pop(0 if worker is None else self.idle_workers.index(worker))
-        sampler = self.parts.goal_sampler
-        plan = sampler.call(GoalSamplerService.plan) if sampler is not None else None  # a future: Ray passes it on
+        plan = None  # the worker keeps the plan it has
+        if self.parts.goal_sampler is not None and self.c.plan_sent[index] != self.c.plan_version:
+            plan = self.parts.goal_sampler.call(GoalSamplerService.plan)  # a future: Ray passes it on
+            self.c.plan_sent[index] = self.c.plan_version
         future = self.parts.workers[index].call(RolloutService.collect, vector_steps, explore, cut, plan)
         self.in_flight[future] = ("collect", (index, explore))
         self.issued_steps += vector_steps * (self.cfg.num_envs // self.cfg.pipeline.rollout_workers)
@@ -164,6 +170,10 @@ class PipelineDriver:
         elif kind == "sync":
             resolve(future)
             self._synced(*info)
+        elif kind == "goals":
+            self._goal_sampler_observed(*resolve(future))
+        elif kind == "goal features":
+            resolve(future)
 
     def _collected(self, result: ChunkReport, worker: int, explore: bool) -> None:
         c = self.c
@@ -191,14 +201,21 @@ class PipelineDriver:
             self.on_chunk(self)
 
     def _teach_goal_sampler(self, result: ChunkReport) -> None:
-        """The chunk's partner reports and episode outcomes to the goal sampler; the features of
-        goals it discovered (generalising mode) from the first inference actor."""
-        sampler = self.parts.goal_sampler
-        assert sampler is not None
-        wanted = resolve(sampler.call(GoalSamplerService.observe, result.reported_goals, result.goal_outcomes))
+        """The chunk's partner reports and episode outcomes to the goal sampler (not waited for:
+        Ray runs one caller's calls to an actor in order)."""
+        assert self.parts.goal_sampler is not None
+        future = self.parts.goal_sampler.call(GoalSamplerService.observe, result.reported_goals, result.goal_outcomes)
+        self.in_flight[future] = ("goals", None)
+
+    def _goal_sampler_observed(self, wanted: list[str], plan_version: int) -> None:
+        """The sampler's plan version, and the features of goals it discovered (generalising
+        mode) from the first inference actor straight to it."""
+        assert self.parts.goal_sampler is not None
+        self.c.plan_version = plan_version
         if wanted:
             features = self.parts.inference[0].call(InferenceServer.goal_features, wanted)
-            resolve(sampler.call(GoalSamplerService.add_features, wanted, features))
+            future = self.parts.goal_sampler.call(GoalSamplerService.add_features, wanted, features)
+            self.in_flight[future] = ("goal features", None)
 
     # ------------------------------------------------------------------ weights, evaluation, logs, checkpoints
 
