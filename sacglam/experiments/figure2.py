@@ -97,7 +97,11 @@ def trial_summary(rows: list[dict[str, Any]], window: int, threshold: float) -> 
     }
     total_steps = max(r["env_steps"] for r in rows)
     total_seconds = max(seconds.values(), default=float("nan"))
+    goal_rows = [r for r in rows if _present(r.get("goals/discovered"))]  # runs with a goal sampler
+    goals = {k: v for k, v in goal_rows[-1].items() if k.startswith("goals/") and _present(v)} if goal_rows else {}
     return {
+        "goals": goals,
+        "goals_curve": [(r["env_steps"], r["goals/discovered"], r.get("goals/mastered")) for r in goal_rows],
         "seed": rows[0].get("seed"),
         "curve": [(step, seconds.get(step, float("nan")), value) for step, value in curve],
         "final_training_success": curve[-1][1] if curve else float("nan"),
@@ -125,7 +129,11 @@ def method_summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
     evaluation = {k: dict(zip(("mean", "std"), _mean_std([t["evaluation"][k] for t in trials]))) for k in keys}
     seconds = [t["training_seconds"] for t in trials]
     per_step = [t["seconds_per_env_step"] for t in trials]
+    goal_keys = sorted(set.intersection(*[set(t["goals"]) for t in trials]))
+    goals = {k: dict(zip(("mean", "std"), _mean_std([t["goals"][k] for t in trials]))) for k in goal_keys}
     return {
+        "goals": goals,  # the goal sampler's last figures (empty without one)
+        "goals_curves": [t["goals_curve"] for t in trials],
         "seeds": [t["seed"] for t in trials],
         "final_training_success": finals,
         "final_training_success_mean": _mean_std(finals)[0],
