@@ -187,6 +187,23 @@ def test_the_generalising_estimator_ranks_an_unseen_goal_like_its_neighbours(see
         assert abs(progress[unseen] - np.mean(own)) < abs(progress[unseen] - np.mean(other))
 
 
+def test_goal_features_come_from_the_agents_llm_and_the_ray_actor_gives_the_same():
+    import asyncio
+
+    from sacglam.inference.actor import InferenceActor
+    from sacglam.inference.server import InferenceServer
+
+    agent = AgentConfig(model="tiny-causal", lora_r=0, critic="none")
+    goals = ["Grasp any bonsai", "Grow any cactus", "Grasp any bonsai"]
+    server = InferenceServer(agent)
+    features = server.goal_features(goals)
+    assert features.shape == (3, server.agent.base_model.config.hidden_size) and features.dtype == np.float32
+    np.testing.assert_array_equal(features[0], features[2])  # a goal's features depend on its text only
+    assert not np.allclose(features[0], features[1])
+    actor = InferenceActor(agent, max_batch=8, max_wait_ms=1.0)  # the Ray actor's class, called directly
+    np.testing.assert_allclose(asyncio.run(actor.goal_features(goals)), features, atol=1e-6)
+
+
 # ---------------------------------------------------------------- the rollout side
 
 
