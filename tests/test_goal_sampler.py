@@ -281,3 +281,12 @@ def test_a_playground_run_whose_goal_list_is_locked_away_still_samples_its_own_g
     run_pipeline(cfg, announce=lambda _: None)
     rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in rows if "goals/discovered" in r][-1]["goals/discovered"] >= 3
+
+
+def test_goal_sampler_settings_are_validated_with_the_rule_that_broke():
+    with pytest.raises(ValueError, match=r"epsilon \(1.5\) .* must be in \[0, 1\]"):
+        GoalSamplerConfig(mode="progress", epsilon=1.5)
+    with pytest.raises(ValueError, match="window and the estimator_"):
+        GoalSamplerConfig(mode="generalising", window=0)
+    with pytest.raises(ValueError, match="'progress' or 'generalising'"):
+        GoalSampler(GoalSamplerConfig(), seed=0)  # mode 'environment' has no sampler
