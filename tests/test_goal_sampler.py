@@ -5,7 +5,6 @@ start on the plan's goals), and a run on an environment that has no goal list.""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import replace
 
@@ -18,6 +17,7 @@ from sacglam.goal_sampler.alias import alias_table
 from sacglam.goal_sampler.progress import OutcomeWindows
 from sacglam.goal_sampler.sampler import GoalSampler
 from sacglam.pipeline.run import run_pipeline
+from sacglam.report import read_metrics
 from sacglam.rollout_workers.worker import RolloutWorker
 from sacglam.types import GoalPlan
 
@@ -230,6 +230,10 @@ def test_a_goal_the_environment_refuses_at_reset_fails_with_a_fix():
 # ---------------------------------------------------------------- a run
 
 
+def _last_sampler_record(run_dir):
+    return [r for r in read_metrics(run_dir) if "goals/discovered" in r][-1]
+
+
 @pytest.mark.parametrize("mode", ["progress", "generalising"])
 def test_a_run_on_an_environment_without_a_goal_list_samples_its_own_goals(mode, tmp_path, monkeypatch):
     monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])  # `tests.` importable
@@ -250,8 +254,7 @@ def test_a_run_on_an_environment_without_a_goal_list_samples_its_own_goals(mode,
     )
     assert cfg.env.spec().goals() is None  # the environment keeps its goal list to itself
     run_pipeline(cfg, announce=lambda _: None)
-    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
-    last = [r for r in rows if "goals/discovered" in r][-1]
+    last = _last_sampler_record(cfg.output_dir)
     assert 2 <= last["goals/discovered"] <= 5  # the corridor's cells the agent reached
     assert last["goals/outcomes"] > 0 and 0 <= last["goals/mean_progress"] <= 1
 
@@ -279,8 +282,7 @@ def test_a_playground_run_whose_goal_list_is_locked_away_still_samples_its_own_g
         progress=False,
     )
     run_pipeline(cfg, announce=lambda _: None)
-    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r for r in rows if "goals/discovered" in r][-1]["goals/discovered"] >= 3
+    assert _last_sampler_record(cfg.output_dir)["goals/discovered"] >= 3
 
 
 def test_goal_sampler_settings_are_validated_with_the_rule_that_broke():

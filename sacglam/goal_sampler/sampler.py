@@ -44,8 +44,7 @@ class GoalSampler:
         self._waiting: list[tuple[str, bool]] = []  # generalising: their outcomes, until the features come
         self._events = 0  # outcomes and discoveries since the plan was built
         self._plan = GoalPlan(environment_share=config.environment_share)
-        self._probabilities = np.zeros(0)
-        self._progress = np.zeros(0)
+        self._progress = np.zeros(0)  # LP of the goals the plan was built from (its probabilities follow)
         self.outcomes = 0
 
     # ------------------------------------------------------------------ what the agent did
@@ -124,15 +123,17 @@ class GoalSampler:
                 out[index] = predicted
         return out
 
-    def _build(self) -> None:
-        progress = self.progress()
+    def _probabilities(self, progress: np.ndarray) -> np.ndarray:
+        """(N,) the distribution over the discovered goals for learning progress `progress` (N,)."""
         n, total, eps = len(progress), progress.sum(), self.config.epsilon
         focus = progress / total if total > 0 else np.full(n, 1.0 / n)
-        probabilities = eps / n + (1 - eps) * focus
-        accept, alias = alias_table(probabilities.tolist())
+        return eps / n + (1 - eps) * focus
+
+    def _build(self) -> None:
+        self._progress = self.progress()
+        accept, alias = alias_table(self._probabilities(self._progress).tolist())
         version = self._plan.version + 1
         self._plan = GoalPlan(tuple(self.goals), accept, alias, self.config.environment_share, version)
-        self._probabilities, self._progress = probabilities, progress
         self._events = 0
 
     # ------------------------------------------------------------------ metrics and state
@@ -148,13 +149,14 @@ class GoalSampler:
             "goals/mean_progress": float(self._progress.mean()) if len(self._progress) else 0.0,
             "goals/outcomes": self.outcomes,
         }
-        planned = len(self._probabilities)
+        probabilities = self._probabilities(self._progress) if len(self._progress) else np.zeros(0)
+        planned = len(probabilities)
         for i, goal in enumerate(self.goals):
             kind = self.goal_type(goal)
             out[f"goals/discovered/{kind}"] = out.get(f"goals/discovered/{kind}", 0) + 1
             out[f"goals/mastered/{kind}"] = out.get(f"goals/mastered/{kind}", 0) + int(mastered[i])
             if i < planned:
-                share = float(self._probabilities[i]) * (1 - c.environment_share)
+                share = float(probabilities[i]) * (1 - c.environment_share)
                 out[f"goals/share/{kind}"] = out.get(f"goals/share/{kind}", 0.0) + share
         return out
 
@@ -168,7 +170,6 @@ class GoalSampler:
             "waiting": list(self._waiting),
             "events": self._events,
             "plan": self._plan,
-            "probabilities": self._probabilities.copy(),
             "progress": self._progress.copy(),
             "outcomes": self.outcomes,
         }
@@ -182,5 +183,5 @@ class GoalSampler:
         self._waiting = list(state["waiting"])
         self._events = state["events"]
         self._plan = state["plan"]
-        self._probabilities, self._progress = state["probabilities"].copy(), state["progress"].copy()
+        self._progress = state["progress"].copy()
         self.outcomes = state["outcomes"]
