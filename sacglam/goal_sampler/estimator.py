@@ -98,12 +98,6 @@ class CompetenceEstimator:
             self.optimizer.step()
 
     @torch.no_grad()
-    def competence(self, goals: list[str]) -> np.ndarray:
-        """(len(goals),) predicted success probabilities (goals must have features)."""
-        x = self._inputs([self.goal_rows[g] for g in goals])
-        return torch.sigmoid(self.head(x)).squeeze(1).numpy()
-
-    @torch.no_grad()
     def progress(self, goals: list[str]) -> np.ndarray | None:
         """(len(goals),) |c_now - c_then| with c_then the oldest snapshot (about `horizon`
         outcomes old once all are held, younger before); None before the first snapshot."""

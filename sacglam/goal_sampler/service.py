@@ -34,10 +34,8 @@ class GoalSamplerService:
         spec = env.spec()
         self.sampler = GoalSampler(config, seed, goal_type=spec.goal_type)
         latest = CheckpointStore(checkpoints).latest() if checkpoints is not None else None
-        self.restored_from: str | None = None
         if latest is not None and (latest / SNAPSHOT).exists():
             self.sampler.load_state_dict(torch.load(latest / SNAPSHOT, weights_only=False))  # our own file
-            self.restored_from = str(latest)
 
     def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> tuple[list[str], int]:
         """See `GoalSampler.observe`: the goals whose LLM features the sampler needs, and the
