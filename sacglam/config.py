@@ -141,6 +141,10 @@ class AgentConfig:
     before `Action:` (what gives SmolLM2 a useful zero-shot prior: docs/deviations.md)."""
     device: str = "auto"
     """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:1`, ..."""
+    compile: bool = False
+    """Compile each transformer block with `torch.compile` (fuses the element-wise work around
+    the matrix multiplies). Each process compiles on its first forwards (tens of seconds on CPU;
+    needs a C++ compiler there). Same losses up to float rounding: docs/benchmarks.md."""
     tiny_vocabulary: tuple[str, ...] = ()
     """Words of a tiny model's tokenizer (empty: Playground-Text's). A run fills it in from its
     environment; set it only to build a tiny agent outside a run."""

@@ -16,6 +16,7 @@ from peft import LoraConfig, get_peft_model
 from torch import nn
 
 from sacglam.config import AgentConfig
+from sacglam.models.compilation import compile_transformer_blocks
 from sacglam.models.critic import ActionCritic, ObservationCritic, ValueHead
 from sacglam.models.encoding import (
     CandidateTokenCache,
@@ -75,6 +76,8 @@ class GLAMAgent(nn.Module):
                 p.requires_grad_(True)
         embeddings = cast(nn.Embedding, lm.model.get_input_embeddings())
         hidden, device = embeddings.embedding_dim, embeddings.weight.device
+        if config.compile:
+            compile_transformer_blocks(self.llm, device)
         if config.critic == "action":
             self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)
         elif config.critic == "observation":
