@@ -1,31 +1,18 @@
 """A bfloat16 base for GPUs, tested on CPU: the frozen LLM in bfloat16, everything that learns in
 float32; log-probs close to the float32 agent's; an SAC update changes only trainable weights."""
 
-import random
-
 import pytest
 import torch
 
 from sacglam.config import AgentConfig, SACConfig
-from sacglam.envs import PlaygroundTextVector
 from sacglam.learner.sac import SACLearner
 from sacglam.models import GLAMAgent
-from sacglam.replay_actor.buffer import ReplayBuffer
-from sacglam.rollout_workers.recorder import EpisodeRecorder
+from tests.helpers import full_task_states, random_play_buffer
 
 # Measured on the tiny random model over 16 full-task states (docs/agent.md): |d log-likelihood|
 # at most 0.006 for |log-likelihood| about 13.6, |d pi| at most 0.0006. Tolerances with margin:
 LOG_LIKELIHOOD_ATOL = 0.05
 PROBABILITY_ATOL = 0.01
-
-
-def full_task_states(n: int = 16, steps: int = 5):
-    vec = PlaygroundTextVector(n, n_objects=6, goals="train", max_steps=30)
-    obs, info = vec.reset(seed=0)
-    rng = random.Random(0)
-    for _ in range(steps):
-        obs, *_, info = vec.step([rng.choice(c) for c in info["candidates"]])
-    return obs, info["candidates"]
 
 
 def agent(dtype: str, **config) -> GLAMAgent:
@@ -45,7 +32,7 @@ def test_the_base_is_bfloat16_and_everything_that_learns_is_float32():
 
 
 def test_bfloat16_log_probs_match_float32_within_the_stated_tolerance():
-    observations, candidates = full_task_states()
+    observations, candidates = full_task_states(16, 5)
     outputs = {}
     for dtype in ("float32", "bfloat16"):
         model = agent(dtype)
@@ -61,15 +48,7 @@ def test_bfloat16_log_probs_match_float32_within_the_stated_tolerance():
 
 
 def test_an_sac_update_on_a_bfloat16_base_changes_only_trainable_weights():
-    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
-    obs, info = vec.reset(seed=0)
-    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True)
-    recorder.start(obs, info)
-    for _ in range(40):
-        actions = [rng.choice(c) for c in info["candidates"]]
-        obs, r, te, tr, info = vec.step(actions)
-        for episode in recorder.record(actions, obs, r, te, tr, info):
-            buffer.add(episode)
+    buffer = random_play_buffer(40)
     sac = SACLearner(agent("bfloat16"), SACConfig(gamma=0.9, batch_size=16, critic_warmup_updates=0))
     frozen_before = {n: p.clone() for n, p in sac.agent.named_parameters() if not p.requires_grad}
     trainable_before = {n: p.clone() for n, p in sac.agent.named_parameters() if p.requires_grad}

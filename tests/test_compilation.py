@@ -5,8 +5,6 @@ Compilation fuses kernels, so sums may be reordered: outputs are compared within
 graphs, never constants baked into them: swapping the target critic's weights in and loading a
 learner's weights must change a compiled forward exactly as they change an eager one."""
 
-import random
-
 import pytest
 import torch
 import torch._dynamo.config
@@ -14,11 +12,9 @@ import torch._dynamo.utils
 import torch._inductor.config
 
 from sacglam.config import AgentConfig, SACConfig
-from sacglam.envs import PlaygroundTextVector
 from sacglam.learner.sac import SACLearner, swapped_parameters
 from sacglam.models import GLAMAgent, compilation
-from sacglam.replay_actor.buffer import ReplayBuffer
-from sacglam.rollout_workers.recorder import EpisodeRecorder
+from tests.helpers import full_task_states, random_play_buffer
 
 pytestmark = pytest.mark.slow  # each process compiles its graphs once: about 1-2 min on a cold cache
 
@@ -40,15 +36,6 @@ def compiled_graphs() -> int:
 # updates by 6.2e-7. Tolerances with a margin of about 16x:
 OUTPUT_ATOL = 1e-4
 WEIGHT_ATOL = 1e-5
-
-
-def states(n: int = 8, steps: int = 4):
-    vec = PlaygroundTextVector(n, n_objects=6, goals="train", max_steps=30)
-    obs, info = vec.reset(seed=0)
-    rng = random.Random(0)
-    for _ in range(steps):
-        obs, *_, info = vec.step([rng.choice(c) for c in info["candidates"]])
-    return obs, info["candidates"]
 
 
 def agent_pair(model: str, **config) -> tuple[GLAMAgent, GLAMAgent]:
@@ -80,15 +67,7 @@ def test_compile_keeps_parameter_names_and_compiles_every_block():
 
 
 def test_compiled_sac_updates_equal_eager_ones_and_honour_swapped_and_loaded_weights():
-    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
-    obs, info = vec.reset(seed=0)
-    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True, seed=0)
-    recorder.start(obs, info)
-    for _ in range(40):
-        actions = [rng.choice(c) for c in info["candidates"]]
-        obs, r, te, tr, info = vec.step(actions)
-        for episode in recorder.record(actions, obs, r, te, tr, info):
-            buffer.add(episode)
+    buffer = random_play_buffer(40)
     batches = [buffer.sample(16, n_step=3, mode="ratio") for _ in range(2)]
     eager, compiled = agent_pair("tiny-causal", lora_r=0)
     config = SACConfig(gamma=0.9, batch_size=16, critic_warmup_updates=0)
@@ -103,7 +82,7 @@ def test_compiled_sac_updates_equal_eager_ones_and_honour_swapped_and_loaded_wei
     moved = max((after[1][n] - after[0][n]).abs().max().item() for n in after[0])
     assert moved <= WEIGHT_ATOL
 
-    observations, candidates = states()
+    observations, candidates = full_task_states(8, 4)
     encoded = eager.encode(observations, candidates)
     # Other weights swapped in (as the target critic is): both agents see them.
     other = {n: p.detach() + 0.05 * torch.randn_like(p) for n, p in eager.named_parameters() if p.requires_grad}
@@ -127,7 +106,7 @@ def test_compiled_sac_updates_equal_eager_ones_and_honour_swapped_and_loaded_wei
 
 def test_a_compiled_seq2seq_agent_scores_like_the_eager_one():
     eager, compiled = agent_pair("tiny-seq2seq", lora_r=8)
-    observations, candidates = states(4)
+    observations, candidates = full_task_states(4, 4)
     encoded = eager.encode(observations, candidates)
     graphs = compiled_graphs()
     with torch.no_grad():

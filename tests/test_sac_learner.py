@@ -2,31 +2,19 @@
 target critic, and checkpoints."""
 
 import copy
-import random
 
 import pytest
 import torch
 
 from sacglam.config import AgentConfig, SACConfig
-from sacglam.envs import PlaygroundTextVector
 from sacglam.learner.sac import NonFiniteLossError, SACLearner
 from sacglam.models import GLAMAgent
-from sacglam.replay_actor.buffer import ReplayBuffer
-from sacglam.rollout_workers.recorder import EpisodeRecorder
+from tests.helpers import random_play_buffer
 
 
 @pytest.fixture(scope="module")
 def buffer():
-    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
-    obs, info = vec.reset(seed=0)
-    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True)
-    recorder.start(obs, info)
-    for _ in range(60):
-        actions = [rng.choice(c) for c in info["candidates"]]
-        obs, r, te, tr, info = vec.step(actions)
-        for episode in recorder.record(actions, obs, r, te, tr, info):
-            buffer.add(episode)
-    return buffer
+    return random_play_buffer(60)
 
 
 def learner(**sac):

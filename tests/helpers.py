@@ -1,0 +1,32 @@
+"""Inputs several test modules share: full-task states and a small replay buffer of random play."""
+
+import random
+
+from sacglam.envs import PlaygroundTextVector
+from sacglam.replay_actor.buffer import ReplayBuffer
+from sacglam.rollout_workers.recorder import EpisodeRecorder
+
+
+def full_task_states(n: int, steps: int) -> tuple[list[str], list[list[str]]]:
+    """(observations, candidates) of n full-task environments after `steps` uniform-random steps."""
+    vec = PlaygroundTextVector(n, n_objects=6, goals="train", max_steps=30)
+    obs, info = vec.reset(seed=0)
+    rng = random.Random(0)
+    for _ in range(steps):
+        obs, *_, info = vec.step([rng.choice(c) for c in info["candidates"]])
+    return obs, info["candidates"]
+
+
+def random_play_buffer(vector_steps: int) -> ReplayBuffer:
+    """A HER buffer (gamma 0.9) of the simplified task's episodes: 8 environments, uniform-random
+    actions, `vector_steps` steps of all 8."""
+    vec = PlaygroundTextVector(8, n_objects=3, goals="simple-train", max_steps=8)
+    obs, info = vec.reset(seed=0)
+    recorder, rng, buffer = EpisodeRecorder(8), random.Random(0), ReplayBuffer(gamma=0.9, her=True)
+    recorder.start(obs, info)
+    for _ in range(vector_steps):
+        actions = [rng.choice(c) for c in info["candidates"]]
+        obs, r, te, tr, info = vec.step(actions)
+        for episode in recorder.record(actions, obs, r, te, tr, info):
+            buffer.add(episode)
+    return buffer
