@@ -2,6 +2,7 @@
 target critic, and checkpoints."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -187,3 +188,39 @@ def test_entropy_floor_settings_are_validated():
         SACConfig(alpha_init=0.01, alpha_min=0.02)
     with pytest.raises(ValueError, match="target_entropy_ratio"):
         SACConfig(target_entropy_ratio=1.5)
+
+
+def encoded_rows(sac: SACLearner) -> list[int]:
+    """Record how many states each `agent.encode` call of `sac` gets."""
+    calls: list[int] = []
+    encode = sac.agent.encode
+
+    def counting_encode(observations, candidates):
+        calls.append(len(observations))
+        return encode(observations, candidates)
+
+    sac.agent.encode = counting_encode  # type: ignore[method-assign]
+    return calls
+
+
+@pytest.mark.parametrize("next_policy", ["target", "online"])
+def test_terminal_rows_skip_the_next_state_forward_and_the_updates_stay_those_of_a_full_forward(buffer, next_policy):
+    """A terminal row's target is its reward alone, so the learner does not forward its next state;
+    the updates equal those of a reference learner that forwards every next state (an all-terminal
+    batch included, whose targets are the rewards)."""
+    batches = [buffer.sample(16, n_step=3, mode="ratio") for _ in range(3)]
+    terminal = [int(b.terminal.sum()) for b in batches]
+    assert all(0 < t < 16 for t in terminal), terminal  # the batches mix both kinds of row
+    batches.append(dataclasses.replace(batches[0], terminal=torch.ones(16, dtype=torch.bool)))
+    fast, reference = learner(next_policy=next_policy), learner(next_policy=next_policy)
+    reference.skip_terminal_next_states = False
+    fast_rows, reference_rows = encoded_rows(fast), encoded_rows(reference)
+    for batch in batches:
+        got, want = fast.update(batch), reference.update(batch)
+        for key in ("q/target", "loss/critic", "loss/policy", "loss/alpha", "entropy", "grad_norm"):
+            assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key
+    assert got["q/target"] == pytest.approx(float(batches[-1].reward.mean()), rel=1e-6)
+    assert fast_rows == [16, 16 - terminal[0], 16, 16 - terminal[1], 16, 16 - terminal[2], 16]
+    assert reference_rows == [16] * 8
+    for name, value in reference.agent.trainable_state_dict().items():
+        torch.testing.assert_close(fast.agent.trainable_state_dict()[name], value, rtol=1e-5, atol=1e-6)

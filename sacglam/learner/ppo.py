@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from sacglam.config import PPOConfig
+from sacglam.learner.optim import adam
 from sacglam.learner.ppo_losses import normalized, ppo_losses
 from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
@@ -41,7 +42,7 @@ class PPOLearner:
         self.agent, self.config = agent, config
         self.rank, self.world_size = rank, world_size
         self._params: list[torch.Tensor] = [p for p in agent.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam(self._params, lr=config.lr)
+        self.optimizer = adam(self._params, config.lr, agent.device)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0  # gradient steps applied
         # Data-parallel learners set this (`distributed.average_gradients`), as for SAC.

@@ -4,7 +4,8 @@ Per step (paper sections 2.1-2.2):
 1. forward the current states with gradients: log pi(.|s_t) and Q(s_t, .);
 2. forward the n-step next states without gradients with the target critic's weights
    (Q_target(s_{t+k}, .)) and, unless `next_policy` is `target` (the target forward's log pi is
-   used then), with the online weights (log pi(.|s_{t+k}));
+   used then), with the online weights (log pi(.|s_{t+k})); only the rows that bootstrap (a
+   terminal row's target is its reward);
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
    warm-up, during which (`warmup_head_only`) the LLM forward of the current states runs without
    gradients, so only the critic head trains and pi does not move;
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from sacglam.config import SACConfig
+from sacglam.learner.optim import adam
 from sacglam.learner.sac_losses import entropy_targets, sac_losses
 from sacglam.models.agent import GLAMAgent
 from sacglam.types import TransitionBatch
@@ -53,6 +55,10 @@ def swapped_parameters(module: torch.nn.Module, values: dict[str, torch.Tensor])
 class SACLearner:
     """Owns the agent's optimizers, the entropy coefficient and the target critic."""
 
+    # Terminal rows' next states are not forwarded (their target does not bootstrap). A reference
+    # learner for tests sets this False to forward every row, as a naive implementation would.
+    skip_terminal_next_states: bool = True
+
     def __init__(self, agent: GLAMAgent, config: SACConfig):
         if agent.config.critic not in ("action", "observation"):
             raise ValueError("SAC needs an agent with a critic: AgentConfig(critic='action' or 'observation')")
@@ -62,13 +68,16 @@ class SACLearner:
         critic_params = [p for p in agent.critic.parameters()]
         critic_ids = {id(p) for p in critic_params}
         llm_params = [p for p in agent.parameters() if p.requires_grad and id(p) not in critic_ids]
-        self.optimizer = torch.optim.Adam(
-            [{"params": llm_params, "lr": config.actor_lr}, {"params": critic_params, "lr": config.critic_lr}]
+        self.optimizer = adam(
+            [{"params": llm_params, "lr": config.actor_lr}, {"params": critic_params, "lr": config.critic_lr}],
+            config.actor_lr,
+            device,
         )
         self._params: list[torch.Tensor] = [*llm_params, *critic_params]  # what gradient clipping covers
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, device)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
+        self._online = {name: p for name, p in agent.named_parameters() if name in self.target}  # Polyak's sources
         self.updates = 0  # gradient steps applied
         # Data-parallel learners set this (`distributed.average_gradients`): called after the
         # backward with every gradient-holding parameter and whether this rank's losses were
@@ -88,12 +97,7 @@ class SACLearner:
         agent, cfg = self.agent, self.config
         device = agent.device
         current = agent.encode(batch.observations, batch.candidates)
-        following = agent.encode(batch.next_observations, batch.next_candidates)
-        with torch.no_grad():
-            with swapped_parameters(agent, self.target):
-                next_target = agent(following, with_critic=True)
-            next_q_target = next_target.q
-            next_out = next_target if cfg.next_policy == "target" else agent(following, with_critic=False)
+        next_log_pi, next_q_target, next_mask = self._next_state_values(batch)
         warming_up = self.warming_up
         if warming_up and cfg.warmup_head_only:
             # The LLM runs without a graph: the critic head reads constant features, so the critic
@@ -103,7 +107,7 @@ class SACLearner:
             out = agent.outputs_from_scores(current, scores)
         else:
             out = agent(current)
-        assert out.q is not None and out.q_critics is not None and next_q_target is not None  # a Q-critic agent
+        assert out.q is not None and out.q_critics is not None  # a Q-critic agent
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
         q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)
@@ -115,9 +119,9 @@ class SACLearner:
             reward=batch.reward.to(device),
             discount=batch.discount.to(device),
             terminal=batch.terminal.to(device),
-            next_log_pi=next_out.log_pi,
+            next_log_pi=next_log_pi,
             next_q_target=next_q_target,
-            next_mask=next_out.mask,
+            next_mask=next_mask,
             log_alpha=self.log_alpha,
             target_entropy=entropy_targets(out.mask, cfg.target_entropy, cfg.target_entropy_ratio),
         )
@@ -152,10 +156,9 @@ class SACLearner:
                     self.log_alpha.clamp_(min=math.log(cfg.alpha_min))
         self.optimizer.zero_grad(set_to_none=True)  # free the gradients between updates
         self.alpha_optimizer.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            for name, p in agent.named_parameters():
-                if name in self.target:
-                    self.target[name].lerp_(p.detach(), cfg.tau)
+        with torch.no_grad():  # one foreach call: a Python loop of lerps costs 2.5x as much
+            online = [self._online[name].detach() for name in self._online]
+            torch._foreach_lerp_([self.target[name] for name in self._online], online, cfg.tau)
         self.updates += 1
         valid_q = out.q.detach()[out.mask]
         return {
@@ -171,6 +174,38 @@ class SACLearner:
             "batch/relabeled_fraction": float(batch.relabeled.float().mean()),
             "warmup": float(warming_up),
         }
+
+    def _next_state_values(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """log pi(.|s'), Q_target(s', .) and the candidate mask of s', each (B, C'), for the
+        bootstrapped rows only: a terminal row's target is its reward alone (`n_step_target` selects
+        zero there whatever V(s') is), so its next state is not encoded or forwarded and its row
+        holds zeros with one valid candidate. This saves the terminal share of the next-state
+        forward (about 8% of a replay batch of random play, more once the agent succeeds)."""
+        agent, device = self.agent, self.agent.device
+        B = len(batch.next_observations)
+        if self.skip_terminal_next_states:
+            rows = (~batch.terminal).nonzero().flatten().tolist()
+        else:
+            rows = list(range(B))
+        if not rows:  # every row terminal: nothing to bootstrap from
+            zeros = torch.zeros(B, 1, device=device)
+            return zeros, zeros.clone(), torch.ones(B, 1, dtype=torch.bool, device=device)
+        following = agent.encode([batch.next_observations[i] for i in rows], [batch.next_candidates[i] for i in rows])
+        with torch.no_grad():
+            with swapped_parameters(agent, self.target):
+                next_target = agent(following, with_critic=True)
+            next_out = next_target if self.config.next_policy == "target" else agent(following, with_critic=False)
+        assert next_target.q is not None
+        if len(rows) == B:
+            return next_out.log_pi, next_target.q, next_out.mask
+        index = torch.tensor(rows, device=device)
+        C = next_out.mask.shape[1]
+        log_pi = next_out.log_pi.new_zeros(B, C).index_copy_(0, index, next_out.log_pi)
+        q = next_target.q.new_zeros(B, C).index_copy_(0, index, next_target.q)
+        mask = torch.zeros(B, C, dtype=torch.bool, device=device)
+        mask[:, 0] = True
+        mask.index_copy_(0, index, next_out.mask)
+        return log_pi, q, mask
 
     @staticmethod
     def _check_finite(losses: dict[str, torch.Tensor]) -> None:

@@ -1,0 +1,23 @@
+"""The learners' Adam: the fused implementation where torch has one for the device.
+
+The default implementation on the CPU loops over the parameter tensors in Python (about eight
+small ops each); the fused one is a single kernel per step. For the tiny agent's 32 trainable
+tensors that is 1.04 against 0.26 ms per step, which SAC pays on every update (16 updates per
+1,024 env steps at batch 64). Both compute Adam's update; they can differ in the last bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+FUSED_DEVICES = ("cpu", "cuda")  # where torch's fused Adam runs; elsewhere the default is used
+
+
+def adam(params: Iterable[Any], lr: float, device: torch.device | str) -> torch.optim.Adam:
+    """`torch.optim.Adam(params, lr)`, fused on the CPU and on CUDA. `params`: tensors or
+    parameter groups, as for torch's Adam."""
+    fused = True if torch.device(device).type in FUSED_DEVICES else None
+    return torch.optim.Adam(params, lr=lr, fused=fused)
