@@ -203,8 +203,13 @@ def encoded_rows(sac: SACLearner) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("next_policy", ["target", "online"])
-def test_terminal_rows_skip_the_next_state_forward_and_the_updates_stay_those_of_a_full_forward(buffer, next_policy):
+@pytest.mark.parametrize(
+    "next_policy, agent",
+    [("target", {}), ("online", {}), ("target", {"lora_r": 0, "n_critics": 2})],  # the last: the CPU configs' agent
+)
+def test_terminal_rows_skip_the_next_state_forward_and_the_updates_stay_those_of_a_full_forward(
+    buffer, next_policy, agent
+):
     """A terminal row's target is its reward alone, so the learner does not forward its next state;
     the updates equal those of a reference learner that forwards every next state (an all-terminal
     batch included, whose targets are the rewards)."""
@@ -212,7 +217,7 @@ def test_terminal_rows_skip_the_next_state_forward_and_the_updates_stay_those_of
     terminal = [int(b.terminal.sum()) for b in batches]
     assert all(0 < t < 16 for t in terminal), terminal  # the batches mix both kinds of row
     batches.append(dataclasses.replace(batches[0], terminal=torch.ones(16, dtype=torch.bool)))
-    fast, reference = learner(next_policy=next_policy), learner(next_policy=next_policy)
+    fast, reference = learner(next_policy=next_policy, agent=agent), learner(next_policy=next_policy, agent=agent)
     reference.skip_terminal_next_states = False
     fast_rows, reference_rows = encoded_rows(fast), encoded_rows(reference)
     for batch in batches:
@@ -224,3 +229,21 @@ def test_terminal_rows_skip_the_next_state_forward_and_the_updates_stay_those_of
     assert reference_rows == [16] * 8
     for name, value in reference.agent.trainable_state_dict().items():
         torch.testing.assert_close(fast.agent.trainable_state_dict()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_of_the_unfused_optimizer_resumes_with_the_fused_one(buffer):
+    """Checkpoints written before the learners used the fused Adam hold `fused: None` in their
+    parameter groups; loading one must not turn the fused implementation off."""
+    sac = learner()
+    sac.update(buffer.sample(16))
+    state = sac.state_dict()
+    for key in ("optimizer", "alpha_optimizer"):
+        for group in state[key]["param_groups"]:
+            group["fused"] = None  # as the earlier code saved it
+    resumed = learner()
+    resumed.load_state_dict(state)
+    for optimizer in (resumed.optimizer, resumed.alpha_optimizer):
+        assert all(group["fused"] for group in optimizer.param_groups)
+    before = snapshot(resumed)["agent"]
+    resumed.update(buffer.sample(16))
+    assert changed(before, snapshot(resumed)["agent"])

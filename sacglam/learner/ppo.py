@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from sacglam.config import PPOConfig
-from sacglam.learner.optim import adam
+from sacglam.learner.optim import adam, load_adam_state
 from sacglam.learner.ppo_losses import normalized, ppo_losses
 from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
@@ -129,6 +129,6 @@ class PPOLearner:
 
     def load_state_dict(self, state: dict) -> None:
         self.agent.load_trainable_state_dict(state["agent"])
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        load_adam_state(self.optimizer, copy.deepcopy(state["optimizer"]), self.agent.device)
         self.generator.set_state(state["generator"])
         self.updates = state["updates"]
