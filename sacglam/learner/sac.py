@@ -157,8 +157,8 @@ class SACLearner:
         self.optimizer.zero_grad(set_to_none=True)  # free the gradients between updates
         self.alpha_optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():  # one foreach call: a Python loop of lerps costs 2.5x as much
-            online = [self._online[name].detach() for name in self._online]
-            torch._foreach_lerp_([self.target[name] for name in self._online], online, cfg.tau)
+            targets = [self.target[name] for name in self._online]
+            torch._foreach_lerp_(targets, [p.detach() for p in self._online.values()], cfg.tau)
         self.updates += 1
         valid_q = out.q.detach()[out.mask]
         return {
