@@ -33,7 +33,9 @@ import tyro
 class Args:
     experiment: Path = Path("tune_configs/experiments/figure2.yaml")
     form: str = "cpu-full"
-    """`cpu-full` (25.6k env steps), `cpu-full-64k` (the longer run) or `cpu-full-64k-b128` (its SAC at batch 128)."""
+    """`cpu-full` (25.6k env steps), `cpu-full-64k` (the longer run), `cpu-full-64k-b128` (its SAC at
+    batch 128), `cpu-full-64k-32x4` / `cpu-full-64k-16x8` (its SAC's gradient samples as 4 steps of
+    32 / 8 steps of 16 per 32 env steps), or any other form of `--experiment`."""
     storage: Path = Path("runs/tune")
     """Where Tune keeps the trials (`<storage>/figure2-<form>`)."""
     fresh: bool = False

@@ -1,7 +1,8 @@
 """SAC-GLAM+HER against PPO-GLAM: where each one's wall time per env step goes.
 
-Runs the two methods' trials of `tune_configs/experiments/figure2.yaml`'s `cpu-full-64k` form
-(full task, tiny model, batch 64 against PPO's 4 epochs; seed 0; one torch thread) in-process, one
+Runs the two methods' trials of a form of `tune_configs/experiments/figure2.yaml` (`--form`,
+default `cpu-full-64k`: full task, tiny model, batch 64 against PPO's 4 epochs; seed 0; one torch
+thread) in-process, one
 after the other, for `--env-steps` env steps each with evaluation off. From `--start` env steps
 on (after the language warm start and SAC's critic warm-up, so the window is the run's steady
 state) it times every env step's phases: collection (environments, the inference forward), and in
@@ -10,7 +11,7 @@ weights, SAC's next states; without gradients under the online weights, PPO's pa
 rollout), the backward, the optimizer step, and the rest (replay sampling, losses, Polyak
 averaging, metrics). The SAC - PPO column is the extra work SAC does per env step.
 
-    .venv/bin/python benchmarks/sac_vs_ppo.py [--env-steps 12288] [--start 4096]
+    .venv/bin/python benchmarks/sac_vs_ppo.py [--env-steps 12288] [--start 4096] [--form cpu-full-64k]
 
 Prints a table and writes benchmarks/results/sac_vs_ppo.json. The timers are wrappers around the
 project's methods (nothing is sampled); they add about a microsecond per call.
@@ -47,6 +48,8 @@ class Args:
     start: int = 4_096
     """Env steps before the timed window opens."""
     seed: int = 0
+    form: str = "cpu-full-64k"
+    """The form of tune_configs/experiments/figure2.yaml whose trials run (e.g. `cpu-full-64k-32x4`)."""
     output: Path = Path("benchmarks/results/sac_vs_ppo.json")
 
 
@@ -154,7 +157,7 @@ def _run(variant: str, args: Args) -> dict:
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    form = load_experiment("tune_configs/experiments/figure2.yaml", "cpu-full-64k")
+    form = load_experiment("tune_configs/experiments/figure2.yaml", args.form)
     trial = next(t for t in form.trials if t.coordinates == {"variant": variant, "seed": args.seed})
     clock = PhaseClock(args.start)
     instrument(clock)
@@ -187,7 +190,7 @@ def main(args: Args) -> None:
         raise SystemExit(f"--start ({args.start}) must be below --env-steps ({args.env_steps})")
     results = {variant: run_one(variant, args) for variant in ("sac-her", "ppo")}
     sac, ppo = (results[v]["ms_per_env_step"] for v in ("sac-her", "ppo"))
-    print(f"ms per env step, env steps {args.start:,} to {args.env_steps:,} (cpu-full-64k settings, seed {args.seed})")
+    print(f"ms per env step, env steps {args.start:,} to {args.env_steps:,} ({args.form} settings, seed {args.seed})")
     print(f"{'phase':48s} {'SAC+HER':>8s} {'PPO':>8s} {'SAC-PPO':>8s}")
     for phase in PHASES:
         print(f"{phase:48s} {sac[phase]:8.3f} {ppo[phase]:8.3f} {sac[phase] - ppo[phase]:+8.3f}")
