@@ -49,7 +49,8 @@ class Args:
     """Env steps before the timed window opens."""
     seed: int = 0
     form: str = "cpu-full-64k"
-    """The form of tune_configs/experiments/figure2.yaml whose trials run (e.g. `cpu-full-64k-32x4`)."""
+    """The form of tune_configs/experiments/figure2.yaml whose trials run (e.g. `cpu-full-64k-32x4`);
+    it needs `sac-her` and `ppo` variants with the chosen seed."""
     output: Path = Path("benchmarks/results/sac_vs_ppo.json")
 
 
