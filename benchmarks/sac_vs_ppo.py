@@ -2,10 +2,9 @@
 
 Runs the two methods' trials of a form of `tune_configs/experiments/figure2.yaml` (`--form`,
 default `cpu-full-64k`: full task, tiny model, batch 64 against PPO's 4 epochs; seed 0; one torch
-thread) in-process, one
-after the other, for `--env-steps` env steps each with evaluation off. From `--start` env steps
-on (after the language warm start and SAC's critic warm-up, so the window is the run's steady
-state) it times every env step's phases: collection (environments, the inference forward), and in
+thread) in-process, one after the other, for `--env-steps` env steps each with evaluation off.
+From `--start` env steps on (after the language warm start and SAC's critic warm-up, so the
+window is the run's steady state) it times every env step's phases: collection (environments, the inference forward), and in
 the learner the encoding, the forwards (with gradients; without gradients under the target
 weights, SAC's next states; without gradients under the online weights, PPO's pass over its
 rollout), the backward, the optimizer step, and the rest (replay sampling, losses, Polyak
