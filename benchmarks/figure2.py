@@ -106,8 +106,9 @@ def main(args: Args) -> None:
             f"{m['final_training_success_mean']:>5.2f} {_fmt_steps(m['steps_to_threshold']):>16} "
             f"{sampled:>4.2f}/{greedy:<4.2f} {held_out:>8.2f} {', '.join(f'{v:.2f}' for v in m['max_drawdown']):>16} {seconds:>12} {1000 * m['seconds_per_env_step_mean']:>8.2f}"
         )
-    for key, value in summary["checks"].items():
-        print(f"{key}: {value}")
+    for name, method_checks in summary.get("checks_by_method", {"": summary["checks"]}).items():
+        for key, value in method_checks.items():
+            print(f"{name + ': ' if name else ''}{key}: {value}")
     if summary["wall_seconds"] is not None:
         print(f"whole benchmark: {summary['wall_seconds'] / 60:.1f} min")
     print(f"wrote {output / 'figure2.json'} and {output / 'figure2.png'}")

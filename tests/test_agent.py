@@ -8,6 +8,7 @@ from sacglam.config import AgentConfig
 from sacglam.envs import PlaygroundTextVector
 from sacglam.models import GLAMAgent, ModelNotFoundError, load_language_model
 from sacglam.models.agent import candidate_prompt
+from sacglam.models.encoding import token_ids
 from sacglam.models.scoring import naive_score
 
 MODELS = ["tiny-causal", "tiny-seq2seq"]
@@ -282,3 +283,23 @@ def test_twin_critics_are_independent_heads_and_q_is_their_minimum(critic):
     agent.zero_grad(set_to_none=True)
     out.q_critics.sum().backward()
     assert all(p.grad is not None for p in agent.critic.parameters())
+
+
+@pytest.mark.parametrize("name", ["tiny-causal", "tiny-seq2seq"])
+def test_backend_token_ids_equal_the_transformers_call(name):
+    tokenizer = load_language_model(name).tokenizer
+    vector = PlaygroundTextVector(4, n_objects=6, goals="train", max_steps=30)
+    observations, infos = vector.reset(seed=3)
+    texts = [candidate_prompt(o, c) for o, c in zip(observations, infos["candidates"])]
+    texts += ["Goal: grasp\n\n  two  spaces,\tand a tab; unknown-wörds 123", "x"]
+    for special in (True, False):
+        assert token_ids(tokenizer, texts, special) == tokenizer(texts, add_special_tokens=special)["input_ids"]
+
+
+def test_backend_token_ids_defer_to_the_transformers_call_when_the_backend_truncates():
+    tokenizer = load_language_model("tiny-causal").tokenizer
+    tokenizer.backend_tokenizer.enable_truncation(max_length=3)  # a state a plain call would not use
+    try:
+        assert [len(ids) for ids in token_ids(tokenizer, ["a b c d e f", "a"])] == [6, 1]
+    finally:
+        tokenizer.backend_tokenizer.no_truncation()

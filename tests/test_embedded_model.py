@@ -7,6 +7,7 @@ import torch
 from sacglam.config import AgentConfig
 from sacglam.envs import PlaygroundText
 from sacglam.models import GLAMAgent, load_language_model
+from sacglam.models.encoding import token_ids
 from sacglam.models.loading import embedded_model_dir
 from sacglam.models.scoring import naive_score_causal
 
@@ -45,3 +46,14 @@ def test_embedded_model_scores_a_real_prompt_and_shared_prefix_matches_naive(smo
     # random-initialised model would (about -10 per token for a 49k vocabulary).
     lengths = batch.index.lengths.float()
     assert (fast.log_likelihood / lengths).max() > -6
+
+
+def test_embedded_tokenizer_backend_ids_equal_the_transformers_call(smollm):
+    env = PlaygroundText(n_objects=6, goals="train", max_steps=30)
+    obs, info = env.reset(seed=1)
+    texts = [obs, " ".join(info["candidates"]), "Goal: grasp\n\n  two  spaces,\tand a tab; unknown-wörds 123"]
+    for special in (True, False):
+        assert (
+            token_ids(smollm.tokenizer, texts, special)
+            == smollm.tokenizer(texts, add_special_tokens=special)["input_ids"]
+        )

@@ -128,6 +128,23 @@ def test_summary_and_checks_on_a_synthetic_table(tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 10_000
 
 
+def test_every_sac_her_variant_of_a_form_gets_its_own_checks():
+    ramp = [min(1.0, 0.05 * i) for i in range(25)]
+    rows = []
+    for seed in (0, 1, 2):
+        rows += rows_for("sac-her", seed, ramp, seconds_per_step=0.012)
+        rows += rows_for("sac-her-slow", seed, [0.05] * 25, seconds_per_step=0.018)
+        rows += rows_for("ppo", seed, [0.05] * 25, seconds_per_step=0.010)
+    summary = figure2_summary(rows, window=1024 * 6, threshold=0.2)
+    by_method = summary["checks_by_method"]
+    assert set(by_method) == {"sac-her", "sac-her-slow"} and summary["checks"] == by_method["sac-her"]
+    assert by_method["sac-her-slow"]["wall_time_per_env_step_ratio_sac_her_to_ppo"] == pytest.approx(1.8)
+    assert not by_method["sac-her-slow"]["met"]["wall_time_per_env_step_at_most_1.5x_ppo"]
+    assert by_method["sac-her"]["met"]["wall_time_per_env_step_at_most_1.5x_ppo"]
+    single = figure2_summary([r for r in rows if r["variant"] != "sac-her-slow"], window=1024 * 6, threshold=0.2)
+    assert "checks_by_method" not in single
+
+
 def test_the_half_steps_check_is_undetermined_when_ppo_never_gets_there_and_sac_is_late():
     def method(steps, finals, per_step=0.01, budget=25_600):
         return {

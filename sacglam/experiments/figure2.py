@@ -150,18 +150,23 @@ def method_summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 def figure2_summary(rows: list[dict[str, Any]], window: int = 6400, threshold: float = 0.2) -> dict[str, Any]:
     """Per method (the table's `variant`): `method_summary` of its trials, plus the issue's checks
-    when the table holds `sac-her` and `ppo`."""
+    when the table holds `sac-her` and `ppo`: `checks` for the first method named `sac-her*`, and
+    `checks_by_method` for each of them when a form compares several SAC+HER variants."""
     per_method: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for trial_rows in _by_trial(rows).values():
         per_method[trial_rows[0].get("variant") or "default"].append(trial_summary(trial_rows, window, threshold))
     methods = {name: method_summary(trials) for name, trials in per_method.items()}
-    return {"window": window, "threshold": threshold, "methods": methods, "checks": checks(methods, threshold)}
+    summary = {"window": window, "threshold": threshold, "methods": methods, "checks": checks(methods, threshold)}
+    hers = [m for m in methods if m.startswith("sac-her")]
+    if len(hers) > 1:
+        summary["checks_by_method"] = {m: checks(methods, threshold, her_name=m) for m in hers}
+    return summary
 
 
-def checks(methods: dict[str, Any], threshold: float) -> dict[str, Any]:
-    """The full-task study's acceptance checks, computed (not asserted): SAC+HER (the first method
-    named `sac-her*`) against PPO-GLAM."""
-    her_name = next((m for m in methods if m.startswith("sac-her")), None)
+def checks(methods: dict[str, Any], threshold: float, her_name: str | None = None) -> dict[str, Any]:
+    """The full-task study's acceptance checks, computed (not asserted): SAC+HER (`her_name`, by
+    default the first method named `sac-her*`) against PPO-GLAM."""
+    her_name = her_name or next((m for m in methods if m.startswith("sac-her")), None)
     if her_name is None or "ppo" not in methods:
         return {}
     her, ppo = methods[her_name], methods["ppo"]

@@ -23,6 +23,14 @@ def adam(params: Iterable[Any], lr: float, device: torch.device | str) -> torch.
     return torch.optim.Adam(params, lr=lr, fused=_fused(device))
 
 
+def drop_gradients(params: Iterable[torch.Tensor]) -> None:
+    """Set every tensor's `.grad` to None: what `optimizer.zero_grad(set_to_none=True)` does, without
+    its hooks and profiler record, which cost about 86 us a call against a few us for this loop (a
+    SAC update drops its gradients twice, for two optimizers)."""
+    for p in params:
+        p.grad = None
+
+
 def _fused(device: torch.device | str) -> bool | None:
     return True if torch.device(device).type in FUSED_DEVICES else None
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from sacglam.config import PPOConfig
-from sacglam.learner.optim import adam, load_adam_state
+from sacglam.learner.optim import adam, drop_gradients, load_adam_state
 from sacglam.learner.ppo_losses import normalized, ppo_losses
 from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
@@ -87,17 +87,17 @@ class PPOLearner:
                     behavior_log_pi=behavior,
                 )
                 finite = bool(torch.isfinite(losses.total))
-                self.optimizer.zero_grad(set_to_none=True)
+                drop_gradients(self._params)
                 if finite:
                     losses.total.backward()
                 if self.gradient_sync is not None:  # every rank takes part, even one whose loss broke
                     finite = self.gradient_sync(self._params, finite)
                 if not finite:
-                    self.optimizer.zero_grad(set_to_none=True)
+                    drop_gradients(self._params)
                     raise NonFiniteLossError(f"non-finite PPO loss {float(losses.total)}; the update was not applied")
                 grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm)
                 if not torch.isfinite(grad_norm):
-                    self.optimizer.zero_grad(set_to_none=True)
+                    drop_gradients(self._params)
                     raise NonFiniteLossError("non-finite PPO gradient; the update was not applied")
                 self.optimizer.step()
                 self.updates += 1
@@ -111,7 +111,7 @@ class PPOLearner:
                     ("grad_norm", grad_norm),
                 ):
                     sums[name] = sums.get(name, 0.0) + float(value.detach())
-        self.optimizer.zero_grad(set_to_none=True)
+        drop_gradients(self._params)
         return {name: total / steps for name, total in sums.items()}
 
     # ------------------------------------------------------------------ checkpoints

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from sacglam.config import SACConfig
-from sacglam.learner.optim import adam, load_adam_state
+from sacglam.learner.optim import adam, drop_gradients, load_adam_state
 from sacglam.learner.sac_losses import entropy_targets, sac_losses
 from sacglam.models.agent import GLAMAgent
 from sacglam.types import TransitionBatch
@@ -75,6 +75,7 @@ class SACLearner:
         )
         self._params: list[torch.Tensor] = [*llm_params, *critic_params]  # what gradient clipping covers
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
+        self._optimized = [*self._params, self.log_alpha]  # every tensor of both optimizers
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, device)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
         self._online = {name: p for name, p in agent.named_parameters() if name in self.target}  # Polyak's sources
@@ -128,25 +129,22 @@ class SACLearner:
         loss = losses.critic if warming_up else losses.critic + losses.policy
         named_losses = {"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha}
         finite = all(bool(torch.isfinite(v)) for v in named_losses.values())
-        self.optimizer.zero_grad(set_to_none=True)
-        self.alpha_optimizer.zero_grad(set_to_none=True)
+        drop_gradients(self._optimized)
         if finite:
             loss.backward()
             if not warming_up:
                 losses.alpha.backward()
         all_finite = finite
         if self.gradient_sync is not None:  # every rank takes part, even one whose losses broke
-            all_finite = self.gradient_sync(self._params + [self.log_alpha], finite)
+            all_finite = self.gradient_sync(self._optimized, finite)
         if not all_finite:
-            self.optimizer.zero_grad(set_to_none=True)
-            self.alpha_optimizer.zero_grad(set_to_none=True)
+            drop_gradients(self._optimized)
             self._check_finite(named_losses)
             raise NonFiniteLossError("another learner's loss was non-finite; the update was not applied on any learner")
         grad_norm = torch.nn.utils.clip_grad_norm_(self._params, cfg.max_grad_norm or float("inf"))
         alpha_grad = self.log_alpha.grad
         if not torch.isfinite(grad_norm) or (alpha_grad is not None and not torch.isfinite(alpha_grad)):
-            self.optimizer.zero_grad(set_to_none=True)
-            self.alpha_optimizer.zero_grad(set_to_none=True)
+            drop_gradients(self._optimized)
             raise NonFiniteLossError(f"non-finite gradient (norm {float(grad_norm)}); the update was not applied")
         self.optimizer.step()
         if not warming_up:
@@ -154,8 +152,7 @@ class SACLearner:
             if cfg.alpha_min > 0:
                 with torch.no_grad():
                     self.log_alpha.clamp_(min=math.log(cfg.alpha_min))
-        self.optimizer.zero_grad(set_to_none=True)  # free the gradients between updates
-        self.alpha_optimizer.zero_grad(set_to_none=True)
+        drop_gradients(self._optimized)  # free the gradients between updates
         with torch.no_grad():  # one foreach call: a Python loop of lerps costs 2.5x as much
             targets = [self.target[name] for name in self._online]
             torch._foreach_lerp_(targets, [p.detach() for p in self._online.values()], cfg.tau)

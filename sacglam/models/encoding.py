@@ -86,6 +86,26 @@ def to_device(batch: EncodedBatch, device: torch.device | str) -> EncodedBatch:
     return type(batch)(**moved)
 
 
+def token_ids(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], add_special_tokens: bool = True
+) -> list[list[int]]:
+    """`tokenizer(texts, add_special_tokens=...)["input_ids"]`, straight from the Rust backend when
+    that gives the same ids: a fast tokenizer with no truncation, padding or special-token
+    splitting set on its backend (the state the transformers call leaves it in for a plain call).
+    The backend's `encode_batch_fast` skips the offsets and the Python wrapping: 0.78 against
+    1.57 ms for 16 full-task prompts, paid twice per SAC update. Any other tokenizer takes the
+    transformers call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer.is_fast else None
+    if (
+        backend is None
+        or backend.truncation is not None
+        or backend.padding is not None
+        or getattr(backend, "encode_special_tokens", False)
+    ):
+        return tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]
+    return [encoding.ids for encoding in backend.encode_batch_fast(list(texts), add_special_tokens=add_special_tokens)]
+
+
 class CandidateTokenCache:
     """Token ids of action strings; actions repeat across steps, so each is tokenized once."""
 
@@ -99,7 +119,7 @@ class CandidateTokenCache:
             if len(self._ids) + len(missing) > self.limit:
                 self._ids.clear()
             texts = [(" " + a) if self.leading_space else a for a in missing]
-            for action, ids in zip(missing, self.tokenizer(texts, add_special_tokens=False)["input_ids"]):
+            for action, ids in zip(missing, token_ids(self.tokenizer, texts, add_special_tokens=False)):
                 if not ids:
                     raise ValueError(f"action {action!r} tokenizes to no token; it cannot be scored")
                 self._ids[action] = ids
@@ -128,7 +148,7 @@ def _candidate_index(candidates: Sequence[Sequence[str]], lengths: list[int]) ->
 
 
 def _prompt_ids(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
-    ids = tokenizer(list(prompts))["input_ids"]
+    ids = token_ids(tokenizer, prompts)
     if any(len(p) == 0 for p in ids):
         raise ValueError("a prompt tokenizes to no token")
     return ids
