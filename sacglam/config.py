@@ -209,6 +209,13 @@ class SACConfig:
     """When set, each state's entropy target is this fraction of its maximum entropy,
     log(number of candidates), instead of `target_entropy` (states differ in their candidate
     counts: 3 to 9 on the full task)."""
+    target_entropy_ratio_final: float | None = None
+    """When set (with `target_entropy_ratio`), the ratio moves linearly from `target_entropy_ratio`
+    at the first gradient step to this value at `target_entropy_anneal_updates`, and stays there:
+    exploration early, a less random behaviour policy late (docs/results.md, entropy schedule)."""
+    target_entropy_anneal_updates: int = 0
+    """Gradient steps over which `target_entropy_ratio` moves to `target_entropy_ratio_final`
+    (updates, not env steps: env steps / update_every * gradient_steps)."""
     alpha_min: float = 0.0
     """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results.md, stability)."""
     tau: float = 0.01
@@ -258,6 +265,17 @@ class SACConfig:
             (
                 self.target_entropy_ratio is None or 0.0 <= self.target_entropy_ratio <= 1.0,
                 f"target_entropy_ratio must be in [0, 1] (a fraction of log(#candidates)), got {self.target_entropy_ratio}",
+            ),
+            (
+                self.target_entropy_ratio_final is None
+                or (self.target_entropy_ratio is not None and 0.0 <= self.target_entropy_ratio_final <= 1.0),
+                "target_entropy_ratio_final needs target_entropy_ratio set and must be in [0, 1], got "
+                f"{self.target_entropy_ratio_final} (with target_entropy_ratio {self.target_entropy_ratio})",
+            ),
+            (
+                self.target_entropy_ratio_final is None or self.target_entropy_anneal_updates >= 1,
+                "target_entropy_ratio_final needs target_entropy_anneal_updates >= 1 (the gradient steps "
+                f"of the schedule), got {self.target_entropy_anneal_updates}",
             ),
             (0.0 < self.tau <= 1.0, f"tau must be in (0, 1], got {self.tau}"),
             (

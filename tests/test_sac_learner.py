@@ -200,6 +200,29 @@ def test_entropy_floor_settings_are_validated():
         SACConfig(target_entropy_ratio=1.5)
 
 
+def test_entropy_target_schedule_moves_linearly_then_holds(buffer):
+    """0.5 -> 0.1 over 4 steps: the alpha loss of step u uses ratio 0.5 - 0.1 u (then 0.1), each
+    state's target that ratio times log(#candidates), checked against the reported loss."""
+    sac = learner(target_entropy_ratio=0.5, target_entropy_ratio_final=0.1, target_entropy_anneal_updates=4)
+    for step in range(6):
+        expected = 0.5 - 0.1 * min(step, 4)
+        batch = buffer.sample(16, n_step=3, mode="ratio")
+        log_alpha = float(sac.log_alpha.detach())
+        metrics = sac.update(batch)
+        assert metrics["target_entropy_ratio"] == pytest.approx(expected)
+        mean_target = expected * sum(torch.tensor(float(len(c))).log() for c in batch.candidates) / len(batch.candidates)
+        assert metrics["loss/alpha"] == pytest.approx(log_alpha * (metrics["entropy"] - float(mean_target)), abs=1e-5)
+
+
+def test_entropy_schedule_settings_are_validated():
+    with pytest.raises(ValueError, match="target_entropy_ratio_final needs target_entropy_ratio"):
+        SACConfig(target_entropy_ratio_final=0.3, target_entropy_anneal_updates=10)
+    with pytest.raises(ValueError, match="target_entropy_anneal_updates"):
+        SACConfig(target_entropy_ratio=0.5, target_entropy_ratio_final=0.3)
+    with pytest.raises(ValueError, match="must be in"):
+        SACConfig(target_entropy_ratio=0.5, target_entropy_ratio_final=1.3, target_entropy_anneal_updates=10)
+
+
 def encoded_rows(sac: SACLearner) -> list[int]:
     """Record how many states each `agent.encode` call of `sac` gets."""
     calls: list[int] = []

@@ -90,6 +90,17 @@ class SACLearner:
         return self.log_alpha.detach().exp().item()
 
     @property
+    def target_entropy_ratio(self) -> float | None:
+        """This step's fraction of log(#candidates) that is each state's entropy target (None: the
+        fixed `target_entropy`); linear from `target_entropy_ratio` to `target_entropy_ratio_final`
+        over `target_entropy_anneal_updates` steps when a final value is set."""
+        cfg = self.config
+        if cfg.target_entropy_ratio is None or cfg.target_entropy_ratio_final is None:
+            return cfg.target_entropy_ratio
+        progress = min(self.updates / cfg.target_entropy_anneal_updates, 1.0)
+        return cfg.target_entropy_ratio + progress * (cfg.target_entropy_ratio_final - cfg.target_entropy_ratio)
+
+    @property
     def warming_up(self) -> bool:
         return self.updates < self.config.critic_warmup_updates
 
@@ -111,6 +122,7 @@ class SACLearner:
         assert out.q is not None and out.q_critics is not None  # a Q-critic agent
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
+        ratio = self.target_entropy_ratio
         q_taken = out.q_critics.gather(2, actions[None, :, None].expand(n_critics, -1, 1)).squeeze(2)  # (n, B)
         losses = sac_losses(
             log_pi=out.log_pi,
@@ -124,7 +136,7 @@ class SACLearner:
             next_q_target=next_q_target,
             next_mask=next_mask,
             log_alpha=self.log_alpha,
-            target_entropy=entropy_targets(out.mask, cfg.target_entropy, cfg.target_entropy_ratio),
+            target_entropy=entropy_targets(out.mask, cfg.target_entropy, ratio),
         )
         loss = losses.critic if warming_up else losses.critic + losses.policy
         named_losses = {"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha}
@@ -170,6 +182,7 @@ class SACLearner:
             "grad_norm": float(grad_norm),
             "batch/relabeled_fraction": float(batch.relabeled.float().mean()),
             "warmup": float(warming_up),
+            **({} if ratio is None else {"target_entropy_ratio": ratio}),
         }
 
     def _next_state_values(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
