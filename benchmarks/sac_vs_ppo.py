@@ -126,10 +126,10 @@ def instrument(clock: PhaseClock) -> None:
     swap = sac_module.swapped_parameters
 
     @contextmanager
-    def flagged_swap(module, values):
+    def flagged_swap(parameters, values):
         clock.target_weights = True
         try:
-            with swap(module, values):
+            with swap(parameters, values):
                 yield
         finally:
             clock.target_weights = False

@@ -211,11 +211,13 @@ class SACConfig:
     counts: 3 to 9 on the full task)."""
     target_entropy_ratio_final: float | None = None
     """When set (with `target_entropy_ratio`), the ratio moves linearly from `target_entropy_ratio`
-    at the first gradient step to this value at `target_entropy_anneal_updates`, and stays there:
-    exploration early, a less random behaviour policy late (docs/results.md, entropy schedule)."""
+    at the first gradient step to this value after `target_entropy_anneal_updates` steps, and
+    stays there: exploration early, a less random behaviour policy late (docs/results.md, "An
+    entropy-target schedule at 64k")."""
     target_entropy_anneal_updates: int = 0
     """Gradient steps over which `target_entropy_ratio` moves to `target_entropy_ratio_final`
-    (updates, not env steps: env steps / update_every * gradient_steps)."""
+    (updates, not env steps: env steps / update_every * gradient_steps; the critic warm-up's
+    updates count)."""
     alpha_min: float = 0.0
     """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results.md, stability)."""
     tau: float = 0.01
@@ -267,15 +269,23 @@ class SACConfig:
                 f"target_entropy_ratio must be in [0, 1] (a fraction of log(#candidates)), got {self.target_entropy_ratio}",
             ),
             (
-                self.target_entropy_ratio_final is None
-                or (self.target_entropy_ratio is not None and 0.0 <= self.target_entropy_ratio_final <= 1.0),
-                "target_entropy_ratio_final needs target_entropy_ratio set and must be in [0, 1], got "
-                f"{self.target_entropy_ratio_final} (with target_entropy_ratio {self.target_entropy_ratio})",
+                self.target_entropy_ratio_final is None or self.target_entropy_ratio is not None,
+                "target_entropy_ratio_final needs target_entropy_ratio, the ratio the schedule starts from",
             ),
             (
-                self.target_entropy_ratio_final is None or self.target_entropy_anneal_updates >= 1,
-                "target_entropy_ratio_final needs target_entropy_anneal_updates >= 1 (the gradient steps "
-                f"of the schedule), got {self.target_entropy_anneal_updates}",
+                self.target_entropy_ratio_final is None or 0.0 <= self.target_entropy_ratio_final <= 1.0,
+                f"target_entropy_ratio_final must be in [0, 1] (a fraction of log(#candidates)), got "
+                f"{self.target_entropy_ratio_final}",
+            ),
+            (
+                self.target_entropy_anneal_updates >= 0,
+                f"target_entropy_anneal_updates must be >= 0, got {self.target_entropy_anneal_updates}",
+            ),
+            (
+                (self.target_entropy_ratio_final is None) == (self.target_entropy_anneal_updates == 0),
+                "target_entropy_ratio_final and target_entropy_anneal_updates go together: set both (a schedule "
+                f"over >= 1 gradient steps) or neither; got {self.target_entropy_ratio_final} and "
+                f"{self.target_entropy_anneal_updates}",
             ),
             (0.0 < self.tau <= 1.0, f"tau must be in (0, 1], got {self.tau}"),
             (

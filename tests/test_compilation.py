@@ -87,7 +87,8 @@ def test_compiled_sac_updates_equal_eager_ones_and_honour_swapped_and_loaded_wei
     # Other weights swapped in (as the target critic is): both agents see them.
     other = {n: p.detach() + 0.05 * torch.randn_like(p) for n, p in eager.named_parameters() if p.requires_grad}
     with torch.no_grad():
-        with swapped_parameters(eager, other), swapped_parameters(compiled, other):
+        live = [dict(a.named_parameters()) for a in (eager, compiled)]
+        with swapped_parameters(live[0], other), swapped_parameters(live[1], other):
             swapped = [a(encoded) for a in (eager, compiled)]
         plain = compiled(encoded)
     assert_same_outputs(*swapped)

@@ -80,7 +80,18 @@ def logged_names(tmp_path_factory) -> set[str]:
     )
     runs = [
         sac_her,
-        replace(sac_her, algo="sac", sac=SACConfig(batch_size=16, random_steps=64), output_dir=tmp / "sac"),
+        replace(  # with the per-state entropy target on a schedule (its metric: target_entropy_ratio)
+            sac_her,
+            algo="sac",
+            sac=SACConfig(
+                batch_size=16,
+                random_steps=64,
+                target_entropy_ratio=0.5,
+                target_entropy_ratio_final=0.3,
+                target_entropy_anneal_updates=4,
+            ),
+            output_dir=tmp / "sac",
+        ),
         replace(
             sac_her,
             algo="ppo",

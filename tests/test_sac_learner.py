@@ -210,17 +210,33 @@ def test_entropy_target_schedule_moves_linearly_then_holds(buffer):
         log_alpha = float(sac.log_alpha.detach())
         metrics = sac.update(batch)
         assert metrics["target_entropy_ratio"] == pytest.approx(expected)
-        mean_target = expected * sum(torch.tensor(float(len(c))).log() for c in batch.candidates) / len(batch.candidates)
+        mean_target = (
+            expected * sum(torch.tensor(float(len(c))).log() for c in batch.candidates) / len(batch.candidates)
+        )
         assert metrics["loss/alpha"] == pytest.approx(log_alpha * (metrics["entropy"] - float(mean_target)), abs=1e-5)
 
 
 def test_entropy_schedule_settings_are_validated():
-    with pytest.raises(ValueError, match="target_entropy_ratio_final needs target_entropy_ratio"):
-        SACConfig(target_entropy_ratio_final=0.3, target_entropy_anneal_updates=10)
-    with pytest.raises(ValueError, match="target_entropy_anneal_updates"):
-        SACConfig(target_entropy_ratio=0.5, target_entropy_ratio_final=0.3)
-    with pytest.raises(ValueError, match="must be in"):
-        SACConfig(target_entropy_ratio=0.5, target_entropy_ratio_final=1.3, target_entropy_anneal_updates=10)
+    start = {"target_entropy_ratio": 0.5}
+    for settings, message in (
+        ({"target_entropy_ratio_final": 0.3, "target_entropy_anneal_updates": 10}, "ratio the schedule starts from"),
+        (start | {"target_entropy_ratio_final": 0.3}, "go together"),
+        (start | {"target_entropy_anneal_updates": 10}, "go together"),
+        (start | {"target_entropy_ratio_final": 1.3, "target_entropy_anneal_updates": 10}, r"must be in \[0, 1\]"),
+        (start | {"target_entropy_anneal_updates": -1}, "must be >= 0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            SACConfig(**settings)
+
+
+def test_a_resumed_learner_continues_the_entropy_schedule(buffer):
+    sac = learner(target_entropy_ratio=0.5, target_entropy_ratio_final=0.1, target_entropy_anneal_updates=4)
+    for _ in range(2):
+        sac.update(buffer.sample(16, n_step=3, mode="ratio"))
+    resumed = learner(target_entropy_ratio=0.5, target_entropy_ratio_final=0.1, target_entropy_anneal_updates=4)
+    resumed.load_state_dict(sac.state_dict())
+    batch = buffer.sample(16, n_step=3, mode="ratio")
+    assert resumed.update(batch)["target_entropy_ratio"] == pytest.approx(0.3)
 
 
 def encoded_rows(sac: SACLearner) -> list[int]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 import torch
@@ -39,9 +39,12 @@ class NonFiniteLossError(FloatingPointError):
 
 
 @contextmanager
-def swapped_parameters(module: torch.nn.Module, values: dict[str, torch.Tensor]) -> Iterator[None]:
-    """Temporarily point the named parameters' data at `values` (no copy), then restore them."""
-    live = {name: p for name, p in module.named_parameters() if name in values}
+def swapped_parameters(parameters: Mapping[str, torch.nn.Parameter], values: dict[str, torch.Tensor]) -> Iterator[None]:
+    """Temporarily point the data of `parameters` (name -> parameter, e.g. from a module's
+    `named_parameters()`) at `values` of the same names (no copy), then restore them. Names not in
+    `values` are left alone. The learner passes a mapping built once: walking the module's
+    parameters on every update cost about 1% of an update of the tiny model."""
+    live = {name: p for name, p in parameters.items() if name in values}
     saved = {name: p.data for name, p in live.items()}
     try:
         for name, p in live.items():
@@ -78,7 +81,8 @@ class SACLearner:
         self._optimized = [*self._params, self.log_alpha]  # every tensor of both optimizers
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, device)
         self.target = {name: p.detach().clone() for name, p in agent.named_parameters() if p.requires_grad}
-        self._online = {name: p for name, p in agent.named_parameters() if name in self.target}  # Polyak's sources
+        # Polyak's sources, and the parameters the target weights are swapped into
+        self._online = {name: p for name, p in agent.named_parameters() if name in self.target}
         self.updates = 0  # gradient steps applied
         # Data-parallel learners set this (`distributed.average_gradients`): called after the
         # backward with every gradient-holding parameter and whether this rank's losses were
@@ -203,7 +207,7 @@ class SACLearner:
             return zeros, zeros.clone(), torch.ones(B, 1, dtype=torch.bool, device=device)
         following = agent.encode([batch.next_observations[i] for i in rows], [batch.next_candidates[i] for i in rows])
         with torch.no_grad():
-            with swapped_parameters(agent, self.target):
+            with swapped_parameters(self._online, self.target):
                 next_target = agent(following, with_critic=True)
             next_out = next_target if self.config.next_policy == "target" else agent(following, with_critic=False)
         assert next_target.q is not None
