@@ -164,9 +164,9 @@ def encode_packed_causal(
     """Pack each state's prompt and all its candidates into one row (see the module docstring).
 
     Built with array operations over the batch's tokens rather than a Python loop over states and
-    candidates: 11.0 against 14.2-15.7 ms for 256 full-task states with the tiny model's
-    tokenizer, 0.8 against 1.0-1.1 ms for 16 (`benchmarks/encoding.py`, docs/benchmarks.md). A
-    test checks every field against a loop that writes the rows token by token."""
+    candidates: 11.0-12.4 against 14.2-15.7 ms for 256 full-task states with the tiny model's
+    tokenizer, 0.8-0.9 against 1.0-1.1 ms for 16 (`benchmarks/encoding.py`, docs/benchmarks.md).
+    A test checks every field against a loop that writes the rows token by token."""
     if len(prompts) != len(candidates):
         raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")
     counts = _candidate_counts(candidates)
