@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,13 +40,10 @@ class Args:
 
 
 def median_seconds(fn, repeats: int) -> float:
+    from scoring import _timed  # a sibling script: benchmarks/ is on sys.path when run
+
     fn()  # warm-up (fills the action cache)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(_timed(fn) for _ in range(repeats))
 
 
 def measure(agent: GLAMAgent, model: str, n_states: int, repeats: int) -> dict:

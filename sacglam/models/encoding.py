@@ -19,7 +19,7 @@ Candidates are tokenized as continuations of the prompt: causal tokenizers get `
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from itertools import chain
 
@@ -164,7 +164,7 @@ def encode_packed_causal(
     """Pack each state's prompt and all its candidates into one row (see the module docstring).
 
     Built with array operations over the batch's tokens rather than a Python loop over states and
-    candidates: 11.0-12.4 against 14.2-15.7 ms for 256 full-task states with the tiny model's
+    candidates: 10.7-12.4 against 14.2-15.7 ms for 256 full-task states with the tiny model's
     tokenizer, 0.8-0.9 against 1.0-1.1 ms for 16 (`benchmarks/encoding.py`, docs/benchmarks.md).
     A test checks every field against a loop that writes the rows token by token."""
     if len(prompts) != len(candidates):
@@ -234,6 +234,19 @@ def encode_packed_causal(
     )
 
 
+def _right_padded(
+    rows: Iterable[Iterable[int]], lengths: np.ndarray, width: int, pad: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` (row i holds `lengths[i]` ids) left-aligned in a (len(lengths), width) int64 array,
+    `pad` after them, and its bool mask of real tokens. Filled through the mask in one assignment
+    (row-major, so each row's ids land in order): per-row tensor writes took 48-51 ms for 256
+    full-task states in `encode_seq2seq`, this 5 ms."""
+    valid = np.arange(width) < lengths[:, None]
+    ids = np.full(valid.shape, pad, np.int64)
+    ids[valid] = np.fromiter(chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return ids, valid
+
+
 def encode_seq2seq(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
@@ -251,20 +264,10 @@ def encode_seq2seq(
     prompt_len = np.fromiter(map(len, prompt_ids), np.int64, len(prompt_ids))
     action_len = np.fromiter(map(len, flat), np.int64, len(flat))
     P, L = int(prompt_len.max()), int(action_len.max())
-    # Right-padded rows filled through boolean masks (row-major, so each row's tokens land in
-    # order): per-row tensor writes took 48-51 ms for 256 full-task states, this 5 ms.
-    encoder_valid = np.arange(P) < prompt_len[:, None]  # (B, P)
-    encoder_ids = np.full((len(prompt_ids), P), pad, np.int64)
-    encoder_ids[encoder_valid] = np.fromiter(chain.from_iterable(prompt_ids), np.int64, int(prompt_len.sum()))
+    encoder_ids, encoder_valid = _right_padded(prompt_ids, prompt_len, P, pad)
     # One column more than the longest action: the start token, then every action token.
-    decoder_valid = np.arange(L + 1) < (action_len + 1)[:, None]  # (N, L+1)
-    decoder_ids = np.full((len(flat), L + 1), pad, np.int64)
-    decoder_ids[decoder_valid] = np.fromiter(
-        chain.from_iterable(chain((decoder_start_id,), a) for a in flat), np.int64, int(action_len.sum()) + len(flat)
-    )
-    target_valid = np.arange(L + 1) < action_len[:, None]  # position j predicts a_{j+1}
-    target_ids = np.full((len(flat), L + 1), pad, np.int64)
-    target_ids[target_valid] = np.fromiter(chain.from_iterable(flat), np.int64, int(action_len.sum()))
+    decoder_ids, decoder_valid = _right_padded(((decoder_start_id, *a) for a in flat), action_len + 1, L + 1, pad)
+    target_ids, target_valid = _right_padded(flat, action_len, L + 1, pad)  # position j predicts a_{j+1}
     return Seq2SeqBatch(
         encoder_ids=torch.from_numpy(encoder_ids),
         encoder_mask=torch.from_numpy(encoder_valid.astype(np.int64)),
