@@ -118,6 +118,9 @@ class AgentConfig:
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_width: int = 1024
     """Units in each of the critic MLP's two hidden layers."""
+    value_head_activation: Literal["sigmoid", "relu"] = "sigmoid"
+    """Activation of the value head's hidden layers (`critic: value`, PPO-GLAM): sigmoid as in
+    lamorel's PPO, the paper's baseline code. The Q-critics use ReLU."""
     n_critics: int = 1
     """Independent Q heads (2: twin critics, the minimum is used for the policy and the target)."""
     max_actions: int = 8
@@ -128,6 +131,10 @@ class AgentConfig:
     """LoRA scaling numerator (the update is scaled by alpha / r)."""
     lora_target_modules: tuple[str, ...] | None = None
     """Module names LoRA adapts; None: the attention projections of the architecture."""
+    lora_layers: int | None = None
+    """LoRA on the top k transformer blocks only (of each stack: T5's encoder and decoder); the
+    blocks below are frozen and run without autograd, and the SAC learner runs them once for both
+    next-state forwards (docs/agent.md). None: every block (the paper's)."""
     load_in_4bit: bool = False
     """Quantize the frozen base to bitsandbytes NF4 (needs lora_r > 0)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
@@ -158,6 +165,11 @@ class AgentConfig:
             raise ValueError(
                 "agent.dtype=bfloat16 keeps the frozen base in bfloat16, but lora_r=0 trains every LLM weight, "
                 "which must stay float32: use LoRA (lora_r > 0) or dtype=float32"
+            )
+        if self.lora_layers is not None and (self.lora_layers < 1 or self.lora_r == 0):
+            raise ValueError(
+                f"agent.lora_layers={self.lora_layers} puts LoRA on the top blocks: it must be >= 1 and needs "
+                "lora_r > 0 (unset it to adapt every block, or to fine-tune every weight with lora_r=0)"
             )
         if self.lora_r < 0 or self.lora_alpha <= 0:
             raise ValueError(f"lora_r must be >= 0 and lora_alpha > 0, got r={self.lora_r}, alpha={self.lora_alpha}")
@@ -327,13 +339,20 @@ class PPOConfig:
     ent_coef: float = 0.01
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
-    """Value loss coefficient."""
+    """Weight of the value loss, the mean squared error (no extra 1/2, as in lamorel's PPO)."""
     lr: float = 1e-4
     """Adam learning rate (LLM weights and value head)."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clipping."""
-    normalize_advantages: bool = True
-    """Normalise advantages per minibatch."""
+    advantage_normalization: Literal["rollout", "minibatch", "none"] = "rollout"
+    """Advantages scaled to mean 0 and std 1 over the whole rollout (lamorel's PPO, the paper's
+    baseline code), over each minibatch, or not at all."""
+    clip_value: bool = True
+    """Clip the value head's change to `clip` around the value it had when the rollout was
+    collected, and take the larger of the clipped and unclipped squared errors (lamorel's PPO)."""
+    value_target: Literal["reward_to_go", "gae"] = "reward_to_go"
+    """What the value head regresses on: the discounted reward-to-go, bootstrapped from V where a
+    segment does not terminate (lamorel's), or GAE's return, advantage + V(s)."""
     loss: Literal["clip", "kl"] = "clip"
     """Policy loss: the clipped surrogate (paper eq. 4) or the KL-penalised one (eq. 5)."""
     kl_coef: float = 0.1

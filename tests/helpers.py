@@ -30,3 +30,23 @@ def random_play_buffer(vector_steps: int) -> ReplayBuffer:
         for episode in recorder.record(actions, obs, r, te, tr, info):
             buffer.add(episode)
     return buffer
+
+
+def smollm2_architecture(directory, layers: int = 2, hidden: int = 64) -> str:
+    """A model directory with SmolLM2-135M's tokenizer (49,152 tokens) and architecture, shrunk to
+    `layers` blocks of width `hidden`, with seeded random weights (the embedded model's weights
+    are not read). Its path, for `AgentConfig(model=...)`."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from sacglam.models.loading import embedded_model_dir
+
+    source = embedded_model_dir("smollm2-135m")
+    config = AutoConfig.from_pretrained(source)
+    config.num_hidden_layers, config.hidden_size, config.intermediate_size = layers, hidden, hidden * 8 // 3
+    config.num_attention_heads = config.num_key_value_heads = 1
+    config.head_dim = hidden
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    AutoTokenizer.from_pretrained(source).save_pretrained(directory)
+    return str(directory)

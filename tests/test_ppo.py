@@ -116,9 +116,9 @@ def test_ppo_losses_at_ratio_one_hand_computed():
     )
     h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
     assert losses.policy.item() == pytest.approx(-2.0)
-    assert losses.value.item() == pytest.approx(0.5 * 0.25)
+    assert losses.value.item() == pytest.approx(0.25)  # (0.5 - 1)^2: lamorel's value loss, no 1/2
     assert losses.entropy.item() == pytest.approx(h, abs=1e-6)
-    assert losses.total.item() == pytest.approx(-2.0 + 0.5 * 0.125 - 0.01 * h, abs=1e-6)
+    assert losses.total.item() == pytest.approx(-2.0 + 0.5 * 0.25 - 0.01 * h, abs=1e-6)
 
 
 def test_ppo_runs_through_the_pipeline_and_writes_metrics(tmp_path):

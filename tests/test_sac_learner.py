@@ -167,8 +167,8 @@ def test_target_next_policy_saves_a_forward_and_equals_online_while_the_weights_
     metrics, forwards, learners = {}, {}, {}
     for mode in ("online", "target"):
         sac = learners[mode] = learner(next_policy=mode)
-        calls = []
-        sac.agent.register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        calls = []  # LLM passes: the decoder's forwards
+        sac.agent.base_model.get_decoder().register_forward_hook(lambda *_, calls=calls: calls.append(1))
         metrics[mode] = sac.update(batch)
         forwards[mode] = len(calls)
     assert forwards == {"online": 3, "target": 2}

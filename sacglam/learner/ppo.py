@@ -1,16 +1,28 @@
 """The PPO-GLAM learner: epochs of clipped-PPO minibatch steps over one on-policy rollout.
 
+**Fixed minibatches, old policy taken per minibatch.** Each rollout is shuffled once into
+minibatches that stay the same for every epoch (each epoch visits them in a new order), and
+before the first step the learner recomputes, minibatch by minibatch with the weights that
+acted, what the ratio and the value clipping compare against: log pi_old(a|s) and the behaviour
+distribution of the rollout's own rows, V_old(s) of every row, and the clipping centre of
+relabeled rows (`ppo.her_centered`). A state's scores depend, in bfloat16, on the states it is
+padded and batched with; computed over the very rows of the gradient step, in the same order,
+they are bit-identical to that step's forward before it moves the weights, so the first step's
+ratio is exactly 1 (and its value unclipped) in any dtype. This costs one no-grad forward over
+the rollout (about 2% of an update of 4 epochs).
+
 With several data-parallel learners, every learner holds the whole rollout and draws the same
-minibatches (same seed); each computes the loss on its share of every minibatch (rows
-rank::world) and the gradients are averaged, which is the single-learner step when the shares
-are equal. Advantages are normalised over the whole minibatch before it is split.
+minibatches (same seed); each computes the old policy and the loss on its share of every
+minibatch (rows rank::world) and the gradients are averaged, which is the single-learner step
+when the shares are equal. Advantages are normalised over the whole rollout (lamorel's PPO, the
+paper's baseline code; `advantage_normalization`), or per minibatch before it is split.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -30,9 +42,20 @@ class Rollout:
     actions: torch.Tensor  # (M,) long
     old_log_prob: torch.Tensor  # (M,) float32: log pi_old(a|s) when the action was taken
     advantages: torch.Tensor  # (M,) float32
-    returns: torch.Tensor  # (M,) float32: advantages + V_old(s)
+    returns: torch.Tensor  # (M,) float32: the value head's regression target
     behavior_log_pi: torch.Tensor | None = None  # (M, C_max) float32, -inf at padding: pi_old(.|s, g) (KL loss)
     clip_center: torch.Tensor | None = None  # (M,) float32: centre of the clipping range (1 unless centred HER)
+    relabeled: torch.Tensor | None = None  # (M,) bool: a hindsight-relabeled row (None: none is)
+
+
+@dataclass(frozen=True)
+class OldPolicy:
+    """What the first step compares against, per row of the rollout (see the module docstring)."""
+
+    log_prob: torch.Tensor  # (M,) float32: log pi_old(a|s, g) of the action taken
+    values: torch.Tensor  # (M,) float32: V_old(s)
+    behavior_log_pi: torch.Tensor | None  # (M, C_max) float32, -inf at padding
+    clip_center: torch.Tensor | None  # (M,) float32
 
 
 class PPOLearner:
@@ -48,33 +71,79 @@ class PPOLearner:
         # Data-parallel learners set this (`distributed.average_gradients`), as for SAC.
         self.gradient_sync: Callable[[list[torch.Tensor], bool], bool] | None = None
 
+    def minibatches(self, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The rollout's fixed minibatches: (its rows, this rank's share of them), from one shuffle."""
+        order = torch.randperm(size, generator=self.generator)
+        out = []
+        for start in range(0, size, self.config.minibatch_size):
+            rows = order[start : start + self.config.minibatch_size]
+            out.append((rows, rows[torch.arange(self.rank, len(rows), self.world_size)]))
+        return out
+
+    def old_policy(self, rollout: Rollout, shares: list[torch.Tensor]) -> OldPolicy:
+        """Recompute the old policy over each share exactly as its gradient steps will forward it:
+        the same rows in the same order, and with autograd on (on a GPU, attention may choose
+        another kernel for a forward that needs no gradient; measured: 8e-6 of log ratio). The
+        graph is dropped share by share. Relabeled rows keep the rollout's log pi_old and behaviour
+        distribution: they are the original goal's (another prompt); their value and clipping
+        centre are recomputed."""
+        M = len(rollout.actions)
+        relabeled = rollout.relabeled if rollout.relabeled is not None else torch.zeros(M, dtype=torch.bool)
+        log_prob, values = rollout.old_log_prob.clone(), torch.zeros(M)
+        behavior = rollout.behavior_log_pi.clone() if rollout.behavior_log_pi is not None else None
+        center = rollout.clip_center.clone() if rollout.clip_center is not None else None
+        for rows in shares:
+            if len(rows) == 0:
+                continue
+            with torch.enable_grad():
+                out = self._forward(rollout, rows)
+            out = replace(out, log_pi=out.log_pi.detach(), value=out.value.detach() if out.value is not None else None)
+            assert out.value is not None
+            taken = out.log_pi.gather(1, rollout.actions[rows].to(out.log_pi.device)[:, None]).squeeze(1).float().cpu()
+            values[rows] = out.value.float().cpu()
+            own = ~relabeled[rows]
+            log_prob[rows[own]] = taken[own]
+            if behavior is not None:
+                C = out.log_pi.shape[1]
+                behavior[rows[own], :C] = out.log_pi[own.to(out.log_pi.device)].float().cpu()
+            if center is not None and self.config.her_centered:
+                center[rows[~own]] = (taken[~own] - rollout.old_log_prob[rows[~own]]).exp()
+        return OldPolicy(log_prob, values, behavior, center)
+
+    def _forward(self, rollout: Rollout, rows: torch.Tensor):
+        agent = self.agent
+        return agent(agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows]))
+
     def update(self, rollout: Rollout) -> dict[str, float]:
-        """`epochs` passes of shuffled minibatches; returns the means of the step metrics."""
+        """`epochs` passes over the rollout's fixed minibatches; returns the means of the step metrics."""
         cfg, device = self.config, self.agent.device
+        minibatches = self.minibatches(len(rollout.actions))
+        old = self.old_policy(rollout, [share for _, share in minibatches])
+        advantages = rollout.advantages
+        if cfg.advantage_normalization == "rollout":
+            advantages = normalized(advantages)
         sums: dict[str, float] = {}
         steps = 0
         for _ in range(cfg.epochs):
-            order = torch.randperm(len(rollout.actions), generator=self.generator)
-            for start in range(0, len(order), cfg.minibatch_size):
-                minibatch = order[start : start + cfg.minibatch_size]
-                advantages = rollout.advantages[minibatch]
-                if cfg.normalize_advantages:
-                    advantages = normalized(advantages)
-                share = torch.arange(self.rank, len(minibatch), self.world_size)
-                rows, advantages = minibatch[share], advantages[share]
-                out = self.agent(
-                    self.agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
-                )
+            for index in torch.randperm(len(minibatches), generator=self.generator).tolist():
+                minibatch, rows = minibatches[index]
+                if cfg.advantage_normalization == "minibatch":
+                    share_advantages = normalized(advantages[minibatch])[
+                        torch.arange(self.rank, len(minibatch), self.world_size)
+                    ]
+                else:
+                    share_advantages = advantages[rows]
+                out = self._forward(rollout, rows)
                 behavior = None
-                if rollout.behavior_log_pi is not None:
-                    behavior = rollout.behavior_log_pi[rows][:, : out.log_pi.shape[1]].to(device)
-                center = rollout.clip_center[rows].to(device) if rollout.clip_center is not None else None
+                if old.behavior_log_pi is not None:
+                    behavior = old.behavior_log_pi[rows][:, : out.log_pi.shape[1]].to(device)
+                center = old.clip_center[rows].to(device) if old.clip_center is not None else None
                 losses = ppo_losses(
                     out.log_pi,
                     out.mask,
                     rollout.actions[rows].to(device),
-                    rollout.old_log_prob[rows].to(device),
-                    advantages.to(device),
+                    old.log_prob[rows].to(device),
+                    share_advantages.to(device),
                     rollout.returns[rows].to(device),
                     out.value,
                     cfg.clip,
@@ -85,7 +154,10 @@ class PPOLearner:
                     kl_coef=cfg.kl_coef,
                     clip_center=center,
                     behavior_log_pi=behavior,
+                    old_values=old.values[rows].to(device) if cfg.clip_value else None,
                 )
+                if steps == 0:  # before any weight moved: 0 on own rows, by construction
+                    first_step = self._first_step_metrics(out.log_pi.detach(), rollout, rows, old, losses.clip_fraction)
                 finite = bool(torch.isfinite(losses.total))
                 drop_gradients(self._params)
                 if finite:
@@ -112,7 +184,19 @@ class PPOLearner:
                 ):
                     sums[name] = sums.get(name, 0.0) + float(value.detach())
         drop_gradients(self._params)
-        return {name: total / steps for name, total in sums.items()}
+        return {name: total / steps for name, total in sums.items()} | first_step
+
+    @staticmethod
+    def _first_step_metrics(log_pi, rollout: Rollout, rows, old: OldPolicy, clip_fraction) -> dict[str, float]:
+        """The first step's largest |log pi(a|s) - log pi_old(a|s)| over the rollout's own rows
+        (a relabeled row's ratio compares two goals, so it is not 1) and its clip fraction."""
+        own = ~rollout.relabeled[rows] if rollout.relabeled is not None else torch.ones(len(rows), dtype=torch.bool)
+        taken = log_pi.gather(1, rollout.actions[rows].to(log_pi.device)[:, None]).squeeze(1).float().cpu()
+        log_ratio = (taken - old.log_prob[rows])[own]
+        return {
+            "ppo/first_step_log_ratio": float(log_ratio.abs().max()) if len(log_ratio) else 0.0,
+            "ppo/first_step_clip_fraction": float(clip_fraction),
+        }
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -46,7 +46,7 @@ def generalized_advantages(
 
 class PPOLosses(NamedTuple):
     policy: torch.Tensor  # scalar: the policy loss (clipped surrogate or KL-penalised), to minimise
-    value: torch.Tensor  # scalar: 0.5 E[(V - R)^2]
+    value: torch.Tensor  # scalar: E[(V - R)^2], or E[max((V - R)^2, (V_clipped - R)^2)] with old values
     entropy: torch.Tensor  # scalar: mean policy entropy (a bonus: subtracted in the total)
     total: torch.Tensor  # policy + vf_coef * value - ent_coef * entropy
     clip_fraction: torch.Tensor  # scalar, detached: share of ratios outside [center - clip, center + clip]
@@ -83,10 +83,14 @@ def ppo_losses(
     kl_coef: float = 0.0,
     clip_center: torch.Tensor | None = None,
     behavior_log_pi: torch.Tensor | None = None,
+    old_values: torch.Tensor | None = None,
 ) -> PPOLosses:
     """PPO (Schulman et al., 2017) over each state's candidates, with the paper's appendix G options.
 
-    Shapes: log_pi, mask (B, C); actions, old_log_prob, advantages, returns, values (B,).
+    Shapes: log_pi, mask (B, C); actions, old_log_prob, advantages, returns, values, old_values (B,).
+    - The value loss is E[(V - R)^2] weighted by `vf_coef` (lamorel's PPO, GLAM's code: no 0.5);
+      with `old_values` (V_old(s), from the weights that acted) it is clipped as lamorel clips it,
+      E[max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2)], with the policy's `clip`.
     - `loss="clip"`: -E[min(r A, clip(r, c - clip, c + clip) A)], c = `clip_center` (B,) or 1.
     - `loss="kl"`: -E[r A] + kl_coef E[KL(pi_old(.|s, g) || pi(.|s, g'))], with `behavior_log_pi`
       (B, C) the behaviour policy's log-probs over the same candidates (for the original goal g).
@@ -108,7 +112,11 @@ def ppo_losses(
         policy = -(ratio * advantages).mean() + kl_coef * candidate_kl(behavior_log_pi, log_pi, mask).mean()
     else:
         raise ValueError(f"unknown PPO loss {loss!r}; choose 'clip' or 'kl'")
-    value = 0.5 * (values - returns).pow(2).mean()
+    value_error = (values - returns).pow(2)
+    if old_values is not None:
+        clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
+        value_error = torch.maximum(value_error, (clipped_values - returns).pow(2))
+    value = value_error.mean()
     clean = log_pi.masked_fill(~mask, 0.0)  # no 0 * -inf in the backward pass
     entropy = -(clean.exp() * clean).masked_fill(~mask, 0.0).sum(-1).mean()
     with torch.no_grad():

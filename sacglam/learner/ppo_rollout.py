@@ -7,6 +7,9 @@ forward saw: the behaviour policy's log-probabilities and the value head on ever
 
 - **GAE per segment** (`generalized_advantages`, one segment per column): a terminated segment
   bootstraps from 0, a truncated or cut one from V(s_T).
+- **Value targets** (`ppo.value_target`): the discounted reward-to-go, bootstrapped from V(s_T)
+  where a segment does not terminate (lamorel's, which is GAE's return at lambda = 1), or GAE's
+  return, advantage + V(s) at the configured lambda.
 - **HER** (paper appendix G, `ppo.her`): the relabel rule is `sacglam.her`'s (a goal the social
   partner reported at step k relabels steps 0..k, reward 1 and termination at k), applied to each
   segment; `her_aligned` keeps sub-goals of the segment's goal only. At most `her_ratio` relabeled
@@ -49,6 +52,18 @@ def _forward(
         log_pis += [log_pi[i, :n] for i, n in enumerate(counts)]
         values.append(out.value.float().cpu())
     return log_pis, torch.cat(values)
+
+
+def _advantages_and_returns(
+    rewards: list[list[float]], values: list[torch.Tensor], terminated: list[bool], cfg: PPOConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Concatenated advantages and value targets (`ppo.value_target`) of the segments, each (sum T_i,)."""
+    advantages = torch.cat(_segment_advantages(rewards, values, terminated, cfg.gamma, cfg.gae_lambda))
+    own_values = torch.cat([v[: len(r)] for r, v in zip(rewards, values, strict=True)])
+    if cfg.value_target == "gae":
+        return advantages, advantages + own_values
+    to_go = torch.cat(_segment_advantages(rewards, values, terminated, cfg.gamma, 1.0))  # lambda 1: R_t - V(s_t)
+    return advantages, to_go + own_values
 
 
 def _segment_advantages(
@@ -104,26 +119,21 @@ def rollout_from_segments(
     log_pis, values = _forward(agent, prompts, candidates)
     starts = np.cumsum([0] + [len(s.states) for s in segments])
     per_segment_values = [values[a:b] for a, b in zip(starts[:-1], starts[1:])]
-    advantages = _segment_advantages(
-        [list(s.rewards) for s in segments],
-        per_segment_values,
-        [s.terminated for s in segments],
-        cfg.gamma,
-        cfg.gae_lambda,
+    adv, returns = _advantages_and_returns(
+        [list(s.rewards) for s in segments], per_segment_values, [s.terminated for s in segments], cfg
     )
     rows = [(i, t) for i, s in enumerate(segments) for t in range(s.length)]  # transitions, without each s_T
     flat = [starts[i] + t for i, t in rows]
     actions = torch.tensor([segments[i].actions[t] for i, t in rows], dtype=torch.long)
     behavior = [log_pis[k] for k in flat]
     old_log_prob = torch.stack([row[a] for row, a in zip(behavior, actions.tolist())])
-    adv = torch.cat(advantages)
     parts: dict[str, Any] = {
         "observations": [prompts[k] for k in flat],
         "candidates": [candidates[k] for k in flat],
         "actions": actions,
         "old_log_prob": old_log_prob,
         "advantages": adv,
-        "returns": adv + values[flat],
+        "returns": returns,
         "behavior": behavior,
         "clip_center": torch.ones(len(rows)),
     }
@@ -136,7 +146,8 @@ def rollout_from_segments(
         for key in ("actions", "old_log_prob", "advantages", "returns", "clip_center"):
             parts[key] = torch.cat([parts[key], relabeled[key]])
     behavior_log_pi = _padded(parts.pop("behavior"))
-    return Rollout(**parts, behavior_log_pi=behavior_log_pi), added
+    is_relabeled = torch.arange(len(parts["actions"])) >= len(rows)  # own rows first, then the relabeled ones
+    return Rollout(**parts, behavior_log_pi=behavior_log_pi, relabeled=is_relabeled), added
 
 
 def _relabeled_rows(
@@ -164,14 +175,11 @@ def _relabeled_rows(
     old_log_prob = own["old_log_prob"][own_rows]  # the behaviour's, for the original goal
     lengths = [r.length for _, r in chosen]
     bounds = np.cumsum([0] + lengths)
-    advantages = torch.cat(
-        _segment_advantages(
-            [[0.0] * (n - 1) + [1.0] for n in lengths],
-            [torch.cat([values[a:b], torch.zeros(1)]) for a, b in zip(bounds[:-1], bounds[1:])],
-            [True] * len(lengths),
-            cfg.gamma,
-            cfg.gae_lambda,
-        )
+    advantages, returns = _advantages_and_returns(
+        [[0.0] * (n - 1) + [1.0] for n in lengths],
+        [torch.cat([values[a:b], torch.zeros(1)]) for a, b in zip(bounds[:-1], bounds[1:])],
+        [True] * len(lengths),
+        cfg,
     )
     first_log_prob = torch.stack([row[a] for row, a in zip(log_pis, actions.tolist())])
     center = (first_log_prob - old_log_prob).exp() if cfg.her_centered else torch.ones(len(picked))
@@ -182,6 +190,6 @@ def _relabeled_rows(
         "actions": actions,
         "old_log_prob": old_log_prob,
         "advantages": advantages,
-        "returns": advantages + values,
+        "returns": returns,
         "clip_center": center,
     }

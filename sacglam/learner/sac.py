@@ -3,9 +3,11 @@
 Per step (paper sections 2.1-2.2):
 1. forward the current states with gradients: log pi(.|s_t) and Q(s_t, .);
 2. forward the n-step next states without gradients with the target critic's weights
-   (Q_target(s_{t+k}, .)) and, unless `next_policy` is `target` (the target forward's log pi is
-   used then), with the online weights (log pi(.|s_{t+k})); only the rows that bootstrap (a
-   terminal row's target is its reward);
+   (Q_target(s_{t+k}, .), without the LM head) and, unless `next_policy` is `target` (the target
+   forward's log pi is used then), with the online weights (log pi(.|s_{t+k}), without the
+   critic); only the rows that bootstrap (a terminal row's target is its reward). With LoRA on
+   the top blocks only (`agent.lora_layers`), the frozen blocks below run once per batch, without
+   autograd, and both next-state forwards run only the top blocks on that trunk;
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
    warm-up, during which (`warmup_head_only`) the LLM forward of the current states runs without
    gradients, so only the critic head trains and pi does not move;
@@ -115,14 +117,15 @@ class SACLearner:
         current = agent.encode(batch.observations, batch.candidates)
         next_log_pi, next_q_target, next_mask = self._next_state_values(batch)
         warming_up = self.warming_up
+        trunk = agent.frozen_trunk(current)  # None unless LoRA leaves a frozen trunk below it
         if warming_up and cfg.warmup_head_only:
             # The LLM runs without a graph: the critic head reads constant features, so the critic
             # loss cannot reach the weights the policy uses and pi stays exactly as it was.
             with torch.no_grad():
-                scores = agent.candidate_scores(current)
+                scores = agent.candidate_scores(current, trunk)
             out = agent.outputs_from_scores(current, scores)
         else:
-            out = agent(current)
+            out = agent(current, trunk=trunk)
         assert out.q is not None and out.q_critics is not None  # a Q-critic agent
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]
@@ -207,19 +210,26 @@ class SACLearner:
             return zeros, zeros.clone(), torch.ones(B, 1, dtype=torch.bool, device=device)
         following = agent.encode([batch.next_observations[i] for i in rows], [batch.next_candidates[i] for i in rows])
         with torch.no_grad():
+            trunk = agent.frozen_trunk(following)  # the frozen blocks hold no target weight: shared
             with swapped_parameters(self._online, self.target):
-                next_target = agent(following, with_critic=True)
-            next_out = next_target if self.config.next_policy == "target" else agent(following, with_critic=False)
-        assert next_target.q is not None
+                if self.config.next_policy == "target":
+                    next_target = agent(following, with_critic=True, trunk=trunk)
+                    assert next_target.q is not None
+                    rows_log_pi, rows_q = next_target.log_pi, next_target.q
+                else:
+                    rows_q, _ = agent.q_values(following, trunk)
+            if self.config.next_policy == "online":
+                rows_log_pi = agent(following, with_critic=False, trunk=trunk).log_pi
+        rows_mask = following.index.mask().to(device)
         if len(rows) == B:
-            return next_out.log_pi, next_target.q, next_out.mask
+            return rows_log_pi, rows_q, rows_mask
         index = torch.tensor(rows, device=device)
-        C = next_out.mask.shape[1]
-        log_pi = next_out.log_pi.new_zeros(B, C).index_copy_(0, index, next_out.log_pi)
-        q = next_target.q.new_zeros(B, C).index_copy_(0, index, next_target.q)
+        C = rows_mask.shape[1]
+        log_pi = rows_log_pi.new_zeros(B, C).index_copy_(0, index, rows_log_pi)
+        q = rows_q.new_zeros(B, C).index_copy_(0, index, rows_q)
         mask = torch.zeros(B, C, dtype=torch.bool, device=device)
         mask[:, 0] = True
-        mask.index_copy_(0, index, next_out.mask)
+        mask.index_copy_(0, index, rows_mask)
         return log_pi, q, mask
 
     @staticmethod

@@ -1,9 +1,11 @@
 """The GLAM agent: an LLM policy over candidate actions and a Q-critic on the same LLM.
 
 One shared-prefix forward returns, for every candidate of every state, log pi(a|s) (paper eq. 1-2)
-and Q(s, a) (appendix B). LoRA adapts the attention projections of the (optionally 4-bit) base;
-the trainable state (LoRA + heads, or every weight when lora_r = 0) is a small state dict, which
-is what a learner ships to inference.
+and Q(s, a) (appendix B). LoRA adapts the attention projections of the (optionally 4-bit) base,
+in every transformer block or in the top `lora_layers` only (`trunk`: the frozen blocks below run
+without autograd, and a learner can run them once for several forwards of the same states); the
+trainable state (LoRA + heads, or every weight when lora_r = 0) is a small state dict, which is
+what a learner ships to inference.
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from sacglam.models.encoding import (
     to_device,
 )
 from sacglam.models.loading import LanguageModel, load_language_model
-from sacglam.models.scoring import CandidateScores, score_packed_causal, score_seq2seq
+from sacglam.models.scoring import (
+    CandidateScores,
+    packed_attention_mask,
+    packed_hidden,
+    score_seq2seq,
+    scores_from_hidden,
+)
+from sacglam.models.trunk import DecoderSplit, FrozenTrunk, block_stacks, decoder_split, top_block_modules
 from sacglam.types import AgentOutput
 
 ATTENTION_PROJECTIONS = {
@@ -62,11 +71,14 @@ class GLAMAgent(nn.Module):
         if config.lora_r > 0:
             for p in lm.model.parameters():
                 p.requires_grad_(False)
+            targets = tuple(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind])
+            if config.lora_layers is not None:  # full module names inside the top blocks of each stack
+                targets = tuple(top_block_modules(lm.model, targets, config.lora_layers))
             lora = LoraConfig(
                 r=config.lora_r,
                 lora_alpha=config.lora_alpha,
                 lora_dropout=0.0,
-                target_modules=list(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind]),
+                target_modules=list(targets),
             )
             # LoRA weights in float32 on a bfloat16 base (peft casts the adapter's input to them).
             self.llm: nn.Module = get_peft_model(lm.model, lora, autocast_adapter_dtype=True)
@@ -76,6 +88,7 @@ class GLAMAgent(nn.Module):
                 p.requires_grad_(True)
         embeddings = cast(nn.Embedding, lm.model.get_input_embeddings())
         hidden, device = embeddings.embedding_dim, embeddings.weight.device
+        self._split = self._decoder_split(lm)  # before compiling: the check runs the blocks once
         if config.compile:
             compile_transformer_blocks(self.llm, device)
         if config.critic == "action":
@@ -85,11 +98,26 @@ class GLAMAgent(nn.Module):
                 device
             )
         elif config.critic == "value":
-            self.critic = ValueHead(hidden, config.critic_width).to(device)
+            self.critic = ValueHead(hidden, config.critic_width, config.value_head_activation).to(device)
         else:
             self.critic = None
         self._candidate_tokens = CandidateTokenCache(self.tokenizer, leading_space=self.kind == "causal")
         self._decoder_start: int = getattr(lm.model.config, "decoder_start_token_id", None) or 0
+
+    def _decoder_split(self, lm: LanguageModel) -> DecoderSplit | None:
+        """Trunk + top halves of the decoder when LoRA leaves blocks frozen below it (`trunk`)."""
+        if self.config.lora_layers is None or lm.kind != "causal":
+            return None
+        model = self.base_model
+        (_, blocks), *_ = block_stacks(model)
+        return decoder_split(
+            model.get_decoder(), len(blocks) - self.config.lora_layers, lambda a: packed_attention_mask(model, a)
+        )
+
+    @property
+    def shares_frozen_trunk(self) -> bool:
+        """Whether `frozen_trunk` gives a trunk (LoRA on the top blocks of a decoder it can split)."""
+        return self._split is not None
 
     @property
     def device(self) -> torch.device:
@@ -116,14 +144,47 @@ class GLAMAgent(nn.Module):
 
     # ------------------------------------------------------------------ forward
 
-    def candidate_scores(self, batch: EncodedBatch) -> CandidateScores:
+    def frozen_trunk(self, batch: EncodedBatch) -> FrozenTrunk | None:
+        """The batch's hidden states after the frozen blocks below LoRA, without autograd; None when
+        there is no trunk to share (LoRA on every block, an encoder-decoder, a decoder `trunk`
+        cannot split). Hand it to `forward`, `candidate_scores` or `q_values` for the same batch:
+        they then run the top blocks only, whatever weights the top holds at that moment."""
+        if self._split is None:
+            return None
+        batch = to_device(batch, self.device)
+        assert isinstance(batch, PackedCausalBatch)
+        mask = packed_attention_mask(self.base_model, batch.attention_allowed)
+        return self._split.trunk(batch.input_ids, mask, batch.position_ids)
+
+    def candidate_scores(
+        self, batch: EncodedBatch, trunk: FrozenTrunk | None = None, with_log_likelihood: bool = True
+    ) -> CandidateScores:
+        """Per-candidate scores; `trunk`: this batch's `frozen_trunk` (the top blocks run on it);
+        without `with_log_likelihood` a causal model skips its LM head (log-likelihoods are 0)."""
         batch = to_device(batch, self.device)
         if isinstance(batch, PackedCausalBatch):
-            return score_packed_causal(self.base_model, batch)
+            model = self.base_model
+            if trunk is not None:
+                assert self._split is not None
+                hidden = self._split.top(trunk)
+            else:
+                hidden = packed_hidden(model, batch)
+            return scores_from_hidden(model, batch, hidden, with_log_likelihood)
         return score_seq2seq(self.base_model, batch)
 
-    def forward(self, batch: EncodedBatch, with_critic: bool = True) -> AgentOutput:
-        return self.outputs_from_scores(batch, self.candidate_scores(batch), with_critic)
+    def forward(self, batch: EncodedBatch, with_critic: bool = True, trunk: FrozenTrunk | None = None) -> AgentOutput:
+        """Policy (and critic) outputs for an encoded batch; `trunk` as in `candidate_scores`."""
+        return self.outputs_from_scores(batch, self.candidate_scores(batch, trunk), with_critic)
+
+    def q_values(self, batch: EncodedBatch, trunk: FrozenTrunk | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q (B, C), the minimum over twin critics and 0 at padding; mask (B, C)) without the
+        policy: a causal model's LM head does not run (what a target-critic forward needs)."""
+        scores = self.candidate_scores(batch, trunk, with_log_likelihood=False)
+        index = batch.index
+        device = scores.candidate_features.device
+        mask = index.mask().to(device)
+        q = self._q_values(scores, index.state.to(device), index.slot.to(device), mask)
+        return q.min(0).values, mask
 
     def outputs_from_scores(
         self, batch: EncodedBatch, scores: CandidateScores, with_critic: bool = True

@@ -5,11 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid}
 
-def mlp(in_features: int, hidden: int, out_features: int) -> nn.Sequential:
-    """Two hidden layers with ReLU (the paper's critic: 1024 units each)."""
+
+def mlp(in_features: int, hidden: int, out_features: int, activation: str = "relu") -> nn.Sequential:
+    """Two hidden layers with `activation` (the paper's critic: 1024 units each, ReLU)."""
+    act = ACTIVATIONS[activation]
     return nn.Sequential(
-        nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out_features)
+        nn.Linear(in_features, hidden), act(), nn.Linear(hidden, hidden), act(), nn.Linear(hidden, out_features)
     )
 
 
@@ -42,11 +45,12 @@ class ObservationCritic(nn.Module):
 
 
 class ValueHead(nn.Module):
-    """V(s) from the prompt's hidden state (PPO-GLAM's value function)."""
+    """V(s) from the prompt's hidden state (PPO-GLAM's value function; lamorel's has sigmoid
+    hidden layers)."""
 
-    def __init__(self, hidden_size: int, width: int = 1024):
+    def __init__(self, hidden_size: int, width: int = 1024, activation: str = "sigmoid"):
         super().__init__()
-        self.net = mlp(hidden_size, width, 1)
+        self.net = mlp(hidden_size, width, 1, activation)
 
     def forward(self, prompt_features: torch.Tensor) -> torch.Tensor:
         """(B, H) -> (B,)"""

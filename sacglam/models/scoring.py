@@ -58,22 +58,53 @@ def packed_attention_mask(model: PreTrainedModel, allowed: torch.Tensor) -> torc
     return additive_mask(allowed, _float_dtype(model))
 
 
-def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> CandidateScores:
-    """One forward per state over `[prompt | all candidates]`; the LM head runs only at the rows
-    that predict a scored token (the prompt's last position once, then inside each candidate)."""
-    decoder = model.get_decoder()
-    hidden = decoder(
+def packed_hidden(model: PreTrainedModel, batch: PackedCausalBatch) -> torch.Tensor:
+    """The decoder's last hidden states (after the final norm) on the packed rows -> (B, T, H)."""
+    return model.get_decoder()(
         input_ids=batch.input_ids,
         attention_mask=packed_attention_mask(model, batch.attention_allowed),
         position_ids=batch.position_ids,
         use_cache=False,
     ).last_hidden_state
+
+
+def scores_from_hidden(
+    model: PreTrainedModel, batch: PackedCausalBatch, hidden: torch.Tensor, with_log_likelihood: bool = True
+) -> CandidateScores:
+    """Per-candidate scores from the packed rows' last hidden states `hidden` (B, T, H): the LM head
+    runs only at the rows that predict a scored token (the prompt's last position once, then inside
+    each candidate). Without `with_log_likelihood` (a forward that needs the critic's features
+    only) the LM head does not run and `log_likelihood` is zeros."""
     flat = hidden.reshape(-1, hidden.shape[-1])  # (B*T, H)
-    log_probs = model.get_output_embeddings()(flat[batch.logit_rows]).float().log_softmax(-1)  # (R, V)
-    token_log_probs = log_probs[batch.target_row, batch.target_ids]  # (K,)
     log_likelihood = torch.zeros(len(batch.candidate_last), dtype=torch.float32, device=flat.device)
-    log_likelihood = log_likelihood.index_add(0, batch.target_candidate, token_log_probs)
+    if with_log_likelihood:
+        log_probs = model.get_output_embeddings()(flat[batch.logit_rows]).float().log_softmax(-1)  # (R, V)
+        token_log_probs = log_probs[batch.target_row, batch.target_ids]  # (K,)
+        log_likelihood = _sum_per_candidate(token_log_probs, batch)
     return CandidateScores(log_likelihood, flat[batch.candidate_last], flat[batch.prompt_last])
+
+
+def _sum_per_candidate(token_log_probs: torch.Tensor, batch: PackedCausalBatch) -> torch.Tensor:
+    """(K,) scored tokens' log-probs -> (N,) their sum per candidate, in a fixed order.
+
+    The tokens are laid out in an (N, longest candidate) grid, then summed along each row. A
+    scatter-add (`index_add`) would be shorter, but on CUDA it adds with atomics in whatever order
+    the threads arrive: the same batch scored twice differed by 2 float32 ulps (7.6e-6 at a
+    log-likelihood of -50 on an H200), enough to make PPO's first ratio differ from 1."""
+    lengths = batch.index.lengths  # (N,), on the CPU (the index stays there)
+    # Every candidate token is scored, candidate after candidate: the CPU twin of target_candidate.
+    candidate = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    place = (
+        torch.arange(len(candidate)) - (torch.cumsum(lengths, 0) - lengths)[candidate]
+    )  # (K,) place in its candidate
+    grid = token_log_probs.new_zeros(len(lengths), int(lengths.max()))
+    grid = grid.index_put((batch.target_candidate, place.to(grid.device, non_blocking=True)), token_log_probs)
+    return grid.sum(-1)
+
+
+def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> CandidateScores:
+    """One forward per state over `[prompt | all candidates]`, then `scores_from_hidden`."""
+    return scores_from_hidden(model, batch, packed_hidden(model, batch))
 
 
 def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:

@@ -1,0 +1,58 @@
+"""`benchmarks/gpu_check.py`, the script a lent GPU machine runs, runs here on the CPU with a
+2-block SmolLM2-architecture model in bfloat16: every part completes and the PPO epoch's first
+step is at ratio exactly 1."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # about 15 s: model build, scoring, SAC and PPO updates, two short runs
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_check_runs_on_the_cpu_with_a_small_model(tmp_path):
+    gpu_check = load_script()
+    gpu_check.prepare(gpu_check.Prepare(out=tmp_path / "arch"))
+    assert {p.name for p in (tmp_path / "arch").iterdir()} >= {"config.json", "tokenizer.json"}
+    assert not list((tmp_path / "arch").glob("*.safetensors"))  # nothing of the weights travels
+    output = tmp_path / "gpu_check.json"
+    gpu_check.run(
+        gpu_check.Run(
+            model_dir=tmp_path / "arch",
+            device="cpu",
+            dtype="bfloat16",
+            layers=2,
+            hidden=64,
+            top_layers=1,
+            scoring_states=(8,),
+            sac_batch=8,
+            ppo_rollout=48,
+            ppo_minibatch=16,
+            repeats=1,
+            compile=False,
+            pipeline_env_steps=64,
+            eval_episodes=2,
+            output=output,
+        )
+    )
+    report = json.loads(output.read_text())
+    assert report["errors"] == {}
+    assert report["dtype_gap"]["dtype"] == "bfloat16" and report["dtype_gap"]["max_abs_log_pi_gap"] > 0
+    assert [r["lora_layers"] for r in report["sac_update"]] == ["all", 1]
+    assert all(r["finite"] and r["seconds_per_update"] > 0 for r in report["sac_update"])
+    assert report["ppo_update"]["first_step_log_ratio"] == 0.0
+    assert report["ppo_update"]["first_step_clip_fraction"] == 0.0
+    assert [r["algo"] for r in report["pipeline"]] == ["sac-her", "ppo"]
+    assert [r["states"] for r in report["scoring"]] == [8] and report["scoring"][0]["states_per_s"] > 0
