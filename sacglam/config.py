@@ -350,6 +350,10 @@ class PPOConfig:
     clip_value: bool = True
     """Clip the value head's change to `clip` around the value it had when the rollout was
     collected, and take the larger of the clipped and unclipped squared errors (lamorel's PPO)."""
+    reuse_frozen_trunk: bool = True
+    """With `agent.lora_layers` (LoRA on the top blocks only): keep each minibatch's encoding and
+    frozen-trunk output for every epoch, so the blocks below LoRA run once per rollout instead of
+    once per epoch. Memory: the rollout's tokens x hidden size, in the base's dtype."""
     value_target: Literal["reward_to_go", "gae"] = "reward_to_go"
     """What the value head regresses on: the discounted reward-to-go, bootstrapped from V where a
     segment does not terminate (lamorel's), or GAE's return, advantage + V(s)."""

@@ -48,9 +48,9 @@ def captured_forwards(monkeypatch) -> list[list[int]]:
     seen: list[list[int]] = []
     real = PPOLearner._forward
 
-    def spy(self, rollout, rows):
+    def spy(self, rollout, rows, share):
         seen.append(rows.tolist())
-        return real(self, rollout, rows)
+        return real(self, rollout, rows, share)
 
     monkeypatch.setattr(PPOLearner, "_forward", spy)
     return seen
@@ -184,3 +184,26 @@ def test_the_value_target_is_the_discounted_reward_to_go_bootstrapped_where_a_se
     gae = targets["gae"]
     assert not torch.allclose(gae.returns, targets["reward_to_go"].returns)
     torch.testing.assert_close(targets["reward_to_go"].advantages, gae.advantages)  # only the target differs
+
+
+def test_reusing_the_frozen_trunk_over_the_epochs_gives_the_same_update_with_one_trunk_pass(full_task_episodes):
+    """With LoRA on the top block only, each minibatch's trunk output is kept from the old-policy
+    pass for every epoch: the trunk runs once per minibatch, and the update equals recomputing it."""
+    learners, trunk_passes = {}, {}
+    for reuse in (True, False):
+        agent = value_agent(lora_r=8, lora_layers=1)
+        cfg = PPOConfig(epochs=3, minibatch_size=64, reuse_frozen_trunk=reuse)
+        rollout, _ = rollout_from_segments(agent, full_task_episodes, cfg, np.random.default_rng(0))
+        calls: list[int] = []  # runs of the frozen block during the update
+        agent.base_model.get_decoder().layers[0].register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        learners[reuse] = (PPOLearner(agent, cfg, seed=0), rollout)
+        metrics = learners[reuse][0].update(rollout)
+        trunk_passes[reuse] = (len(calls), metrics)
+    shares = -(-len(rollout.actions) // 64)
+    assert trunk_passes[True][0] == shares and trunk_passes[False][0] == 4 * shares
+    for key in ("loss/policy", "loss/value", "entropy", "ppo/clip_fraction"):
+        assert trunk_passes[True][1][key] == pytest.approx(trunk_passes[False][1][key], rel=1e-5, abs=1e-7), key
+    reused, recomputed = (learners[r][0].agent.trainable_state_dict() for r in (True, False))
+    for name, value in recomputed.items():
+        torch.testing.assert_close(reused[name], value, rtol=1e-5, atol=1e-6)
+    assert not learners[True][0]._trunks  # nothing kept after the update

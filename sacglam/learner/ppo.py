@@ -31,6 +31,8 @@ from sacglam.learner.optim import adam, drop_gradients, load_adam_state
 from sacglam.learner.ppo_losses import normalized, ppo_losses
 from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
+from sacglam.models.encoding import EncodedBatch
+from sacglam.models.trunk import FrozenTrunk
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class PPOLearner:
         self.updates = 0  # gradient steps applied
         # Data-parallel learners set this (`distributed.average_gradients`), as for SAC.
         self.gradient_sync: Callable[[list[torch.Tensor], bool], bool] | None = None
+        # share number -> (encoded batch, frozen trunk), for one update (`reuse_frozen_trunk`)
+        self._trunks: dict[int, tuple[EncodedBatch, FrozenTrunk]] = {}
 
     def minibatches(self, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The rollout's fixed minibatches: (its rows, this rank's share of them), from one shuffle."""
@@ -87,16 +91,17 @@ class PPOLearner:
         graph is dropped share by share. Relabeled rows keep the rollout's log pi_old and behaviour
         distribution: they are the original goal's (another prompt); their value and clipping
         centre are recomputed."""
+        self._trunks.clear()  # trunks belong to one rollout's minibatches
         M = len(rollout.actions)
         relabeled = rollout.relabeled if rollout.relabeled is not None else torch.zeros(M, dtype=torch.bool)
         log_prob, values = rollout.old_log_prob.clone(), torch.zeros(M)
         behavior = rollout.behavior_log_pi.clone() if rollout.behavior_log_pi is not None else None
         center = rollout.clip_center.clone() if rollout.clip_center is not None else None
-        for rows in shares:
+        for index, rows in enumerate(shares):
             if len(rows) == 0:
                 continue
             with torch.enable_grad():
-                out = self._forward(rollout, rows)
+                out = self._forward(rollout, rows, index)
             out = replace(out, log_pi=out.log_pi.detach(), value=out.value.detach() if out.value is not None else None)
             assert out.value is not None
             taken = out.log_pi.gather(1, rollout.actions[rows].to(out.log_pi.device)[:, None]).squeeze(1).float().cpu()
@@ -110,9 +115,20 @@ class PPOLearner:
                 center[rows[~own]] = (taken[~own] - rollout.old_log_prob[rows[~own]]).exp()
         return OldPolicy(log_prob, values, behavior, center)
 
-    def _forward(self, rollout: Rollout, rows: torch.Tensor):
+    def _forward(self, rollout: Rollout, rows: torch.Tensor, share: int):
+        """The agent on `rows` (share number `share` of this update's minibatches). With
+        `reuse_frozen_trunk` and a frozen trunk below LoRA, the first forward of a share keeps its
+        encoding and trunk output, and later ones run the top blocks only."""
         agent = self.agent
-        return agent(agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows]))
+        if share in self._trunks:
+            batch, trunk = self._trunks[share]
+            return agent(batch, trunk=trunk)
+        batch = agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
+        trunk = agent.frozen_trunk(batch) if self.config.reuse_frozen_trunk else None
+        if trunk is None:
+            return agent(batch)
+        self._trunks[share] = (batch, trunk)
+        return agent(batch, trunk=trunk)
 
     def update(self, rollout: Rollout) -> dict[str, float]:
         """`epochs` passes over the rollout's fixed minibatches; returns the means of the step metrics."""
@@ -133,7 +149,7 @@ class PPOLearner:
                     ]
                 else:
                     share_advantages = advantages[rows]
-                out = self._forward(rollout, rows)
+                out = self._forward(rollout, rows, index)
                 behavior = None
                 if old.behavior_log_pi is not None:
                     behavior = old.behavior_log_pi[rows][:, : out.log_pi.shape[1]].to(device)
@@ -184,6 +200,7 @@ class PPOLearner:
                 ):
                     sums[name] = sums.get(name, 0.0) + float(value.detach())
         drop_gradients(self._params)
+        self._trunks.clear()
         return {name: total / steps for name, total in sums.items()} | first_step
 
     @staticmethod
