@@ -118,9 +118,9 @@ class AgentConfig:
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_width: int = 1024
     """Units in each of the critic MLP's two hidden layers."""
-    value_head_activation: Literal["sigmoid", "relu"] = "sigmoid"
-    """Activation of the value head's hidden layers (`critic: value`, PPO-GLAM): sigmoid as in
-    lamorel's PPO, the paper's baseline code. The Q-critics use ReLU."""
+    value_head_activation: Literal["relu", "sigmoid"] = "relu"
+    """Activation of the value head's hidden layers (`critic: value`, PPO-GLAM), as the Q-critics'
+    (the paper's critic); `sigmoid` is lamorel's, which learned worse here (docs/results.md)."""
     n_critics: int = 1
     """Independent Q heads (2: twin critics, the minimum is used for the policy and the target)."""
     max_actions: int = 8
@@ -347,9 +347,10 @@ class PPOConfig:
     advantage_normalization: Literal["rollout", "minibatch", "none"] = "rollout"
     """Advantages scaled to mean 0 and std 1 over the whole rollout (lamorel's PPO, the paper's
     baseline code), over each minibatch, or not at all."""
-    clip_value: bool = True
+    clip_value: bool = False
     """Clip the value head's change to `clip` around the value it had when the rollout was
-    collected, and take the larger of the clipped and unclipped squared errors (lamorel's PPO)."""
+    collected, and take the larger of the clipped and unclipped squared errors (lamorel's PPO; off
+    by default: it learned worse here, docs/results.md "PPO-GLAM as lamorel has it")."""
     reuse_frozen_trunk: bool = True
     """With `agent.lora_layers` (LoRA on the top blocks only): keep each minibatch's encoding and
     frozen-trunk output for every epoch, so the blocks below LoRA run once per rollout instead of

@@ -46,9 +46,9 @@ class ObservationCritic(nn.Module):
 
 class ValueHead(nn.Module):
     """V(s) from the prompt's hidden state (PPO-GLAM's value function; lamorel's has sigmoid
-    hidden layers)."""
+    hidden layers, `activation="sigmoid"`)."""
 
-    def __init__(self, hidden_size: int, width: int = 1024, activation: str = "sigmoid"):
+    def __init__(self, hidden_size: int, width: int = 1024, activation: str = "relu"):
         super().__init__()
         self.net = mlp(hidden_size, width, 1, activation)
 
