@@ -574,6 +574,10 @@ class TrainConfig:
     """Training budget in environment steps."""
     eval_every: int = 5_000
     """Environment steps between evaluations (also at the start and the end)."""
+    eval_at_start: bool = True
+    """Evaluate before any update (the zero-shot point). False skips it: for a run whose initial
+    policy another run has already evaluated on the same episodes (the same model, seed and
+    LoRA, whose adapters start at zero, under another algorithm)."""
     eval_episodes: int = 64
     """Episodes per evaluation and goal set (stratified by goal type); 0: no evaluation."""
     log_every: int = 1_024

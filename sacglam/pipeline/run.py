@@ -65,7 +65,10 @@ def run_pipeline(
                 f"{stored} transitions in storage"
             )
         else:
-            counters = Counters(next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps)
+            counters = Counters(
+                next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps,
+                next_eval=0 if cfg.eval_at_start else cfg.eval_every,
+            )
             warm = resolve(parts.learners[0].call(LearnerService.warm_start))
             if warm:
                 logger.log(0, warm)

@@ -1,0 +1,231 @@
+"""Does the embedded LLM learn? SmolLM2-135M-Instruct trained by SAC-GLAM+HER and by PPO-GLAM on the
+simplified Playground-Text, through the Ray runner, 3 seeds each, from the same zero-shot policy.
+
+Each (method, seed) is one `sacglam train` run of `tune_configs/runs/cpu_smollm2_sac_her.yaml` or
+`cpu_smollm2_ppo.yaml` in `runs/smollm2/<method>-seed<k>`, one after the other (2 CPU cores hold
+one SmolLM2 run). Runs checkpoint every 1,024 env steps: running this script again resumes an
+unfinished run with `sacglam train --resume` and skips finished ones, so the study can span
+sessions. Evaluations: 256 episodes per goal set, train and held-out goals, sampled and greedy,
+before training (the zero-shot point: the base model, LoRA starting at zero; the SAC run of a seed
+measures it and the PPO run of the same seed, whose initial policy and evaluation episodes are
+the same, takes it from there) and at the end. The training episodes' success (sampled policy,
+train goals) gives the curve in between.
+
+    .venv/bin/python benchmarks/smollm2.py [--seeds 0 1 2] [--methods sac-her ppo]
+    .venv/bin/python benchmarks/smollm2.py --analyse-only
+
+Writes benchmarks/results/smollm2/smollm2.json and curves.png and prints a table: zero-shot and
+final success per goal set and policy, per seed, against the target (greedy success on every SAC
+seed at least 0.5 on train and 0.3 on held-out goals, and at least PPO-GLAM's).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import tyro
+
+CONFIGS = {"sac-her": "tune_configs/runs/cpu_smollm2_sac_her.yaml", "ppo": "tune_configs/runs/cpu_smollm2_ppo.yaml"}
+SETS = ("simple-train", "simple-test")
+POLICIES = ("sampled", "greedy")
+TARGET = {"simple-train": 0.5, "simple-test": 0.3}
+
+
+@dataclass(frozen=True)
+class Args:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    methods: tuple[str, ...] = ("sac-her", "ppo")
+    runs: Path = Path("runs/smollm2")
+    """Where the runs go (`<method>-seed<k>`)."""
+    analyse_only: bool = False
+    """Only read the runs that exist and write the results."""
+    output: Path = Path("benchmarks/results/smollm2")
+
+
+def run_dir(args: Args, method: str, seed: int) -> Path:
+    return args.runs / f"{method}-seed{seed}"
+
+
+def train(args: Args, method: str, seed: int) -> None:
+    """Run (or resume, or skip when finished) one method and seed."""
+    directory = run_dir(args, method, seed)
+    sacglam = str(Path(sys.executable).parent / "sacglam")
+    if (directory / "learner.pt").exists():
+        print(f"{directory}: finished")
+        return
+    if (directory / "checkpoints" / "latest").exists():
+        command = [sacglam, "train", "--resume", str(directory), "--no-progress"]
+    else:
+        command = [sacglam, "train", "--config", CONFIGS[method], "--seed", str(seed)]
+        command += ["--output-dir", str(directory), "--no-progress"]
+    print(" ".join(command), flush=True)
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    print(f"{directory}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def records(directory: Path) -> list[dict]:
+    path = directory / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def evaluations(rows: list[dict]) -> dict[int, dict[str, float]]:
+    """env step -> {goal set/policy: success} of each evaluation record."""
+    out: dict[int, dict[str, float]] = {}
+    for row in rows:
+        cells = {f"{s}/{p}": row[f"eval/{s}/{p}/all"] for s in SETS for p in POLICIES if f"eval/{s}/{p}/all" in row}
+        if cells:
+            out.setdefault(row["env_steps"], {}).update(cells)
+    return out
+
+
+def training_curve(rows: list[dict], window: int = 512) -> list[tuple[int, float]]:
+    """(env step, success of the training episodes finished in the last `window` env steps)."""
+    points = [(r["env_steps"], r["train/episodes"], r["train/successes"]) for r in rows if "train/episodes" in r]
+    curve = []
+    for step, episodes, successes in points:
+        earlier = [p for p in points if p[0] <= step - window]
+        if not earlier:
+            continue
+        _, episodes0, successes0 = earlier[-1]
+        if episodes > episodes0:
+            curve.append((step, (successes - successes0) / (episodes - episodes0)))
+    return curve
+
+
+def last(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if key in r]
+    return values[-1] if values else None
+
+
+def analyse(args: Args) -> dict:
+    report: dict = {"benchmark": "smollm2", "configs": CONFIGS, "target": TARGET, "runs": {}}
+    for method in args.methods:
+        for seed in args.seeds:
+            directory = run_dir(args, method, seed)
+            rows = records(directory)
+            if not rows:
+                continue
+            evals = evaluations(rows)
+            zero_shot = evals.get(0)
+            if zero_shot is None and method != "sac-her":  # the same initial policy and episodes
+                zero_shot = evaluations(records(run_dir(args, "sac-her", seed))).get(0)
+            final_step = max((s for s in evals if s > 0), default=None)
+            report["runs"][f"{method}/seed{seed}"] = {
+                "method": method,
+                "seed": seed,
+                "finished": (directory / "learner.pt").exists(),
+                "env_steps": rows[-1]["env_steps"],
+                "zero_shot": zero_shot,
+                "final": evals.get(final_step) if final_step else None,
+                "final_env_steps": final_step,
+                "training_curve": training_curve(rows),
+                "train_seconds": last(rows, "time/train_seconds"),
+                "env_steps_per_s": last(rows, "time/env_steps_per_s"),
+                "last_learner_record": {
+                    k: v
+                    for k, v in next((r for r in reversed(rows) if "learner/gradient_steps" in r), {}).items()
+                    if k.split("/")[0] in ("loss", "q", "alpha", "entropy", "ppo", "learner", "grad_norm")
+                },
+            }
+    report["summary"] = summary(report["runs"], args)
+    return report
+
+
+def summary(runs: dict, args: Args) -> dict:
+    out: dict = {}
+    for method in args.methods:
+        finals = [r["final"] for r in runs.values() if r["method"] == method and r["final"]]
+        if not finals:
+            continue
+        out[method] = {
+            cell: {"mean": statistics.mean(f[cell] for f in finals), "per_seed": [f[cell] for f in finals]}
+            for cell in finals[0]
+        }
+    sac, ppo = out.get("sac-her"), out.get("ppo")
+    if sac:
+        out["target"] = {
+            "sac_train_greedy_every_seed_at_least_0.5": all(v >= 0.5 for v in sac["simple-train/greedy"]["per_seed"]),
+            "sac_test_greedy_every_seed_at_least_0.3": all(v >= 0.3 for v in sac["simple-test/greedy"]["per_seed"]),
+            "sac_at_least_ppo_greedy": (
+                None
+                if not ppo
+                else all(sac[c]["mean"] >= ppo[c]["mean"] for c in ("simple-train/greedy", "simple-test/greedy"))
+            ),
+        }
+    return out
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colours = {"sac-her": "tab:blue", "ppo": "tab:orange"}
+    for run in report["runs"].values():
+        curve = run["training_curve"]
+        if curve:
+            axes[0].plot(*zip(*curve), color=colours.get(run["method"], "grey"), alpha=0.8, label=run["method"])
+    axes[0].set(xlabel="env steps", ylabel="training success (last 512 env steps)", title="training episodes")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].legend(dict(zip(labels, handles)).values(), dict(zip(labels, handles)).keys())
+    cells = [f"{s}/{p}" for s in SETS for p in POLICIES]
+    width = 0.8 / (1 + len({r["method"] for r in report["runs"].values()}))
+    zero = [r["zero_shot"] for r in report["runs"].values() if r["zero_shot"]]
+    if zero:
+        axes[1].bar(
+            [i for i in range(len(cells))],
+            [statistics.mean(z[c] for z in zero) for c in cells],
+            width,
+            label="zero-shot",
+        )
+    for k, method in enumerate(m for m in ("sac-her", "ppo") if m in report["summary"]):
+        axes[1].bar(
+            [i + (k + 1) * width for i in range(len(cells))],
+            [report["summary"][method][c]["mean"] for c in cells],
+            width,
+            label=method,
+            color=colours[method],
+        )
+    axes[1].set_xticks([i + width for i in range(len(cells))], [c.replace("simple-", "") for c in cells], fontsize=8)
+    axes[1].set(ylabel="success (mean over seeds)", title="evaluation, 256 episodes per goal set")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def print_table(report: dict) -> None:
+    cells = [f"{s}/{p}" for s in SETS for p in POLICIES]
+    print(f"{'run':<16} {'env steps':>9} " + " ".join(f"{c:>22}" for c in cells) + "  (zero-shot -> final)")
+    for name, run in report["runs"].items():
+        z, f = run["zero_shot"] or {}, run["final"] or {}
+        row = " ".join(f"{z.get(c, float('nan')):>10.3f} -> {f.get(c, float('nan')):<8.3f}" for c in cells)
+        print(f"{name:<16} {run['env_steps']:>9} {row}")
+    if "target" in report["summary"]:
+        print("target:", report["summary"]["target"])
+
+
+def main(args: Args) -> None:
+    if not args.analyse_only:
+        for seed in args.seeds:
+            for method in args.methods:
+                train(args, method, seed)
+    report = analyse(args)
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "smollm2.json").write_text(json.dumps(report, indent=2))
+    if report["runs"]:
+        plot(report, args.output / "curves.png")
+    print_table(report)
+    print(f"wrote {args.output / 'smollm2.json'} and curves.png")
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
