@@ -121,8 +121,8 @@ class PPOLearner:
         encoding and trunk output, and later ones run the top blocks only."""
         agent = self.agent
         if share in self._trunks:
-            batch, trunk = self._trunks[share]
-            return agent(batch, trunk=trunk)
+            cached_batch, cached_trunk = self._trunks[share]
+            return agent(cached_batch, trunk=cached_trunk)
         batch = agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows])
         trunk = agent.frozen_trunk(batch) if self.config.reuse_frozen_trunk else None
         if trunk is None:
