@@ -372,6 +372,20 @@ class PPOConfig:
     her_ratio: float = 1.0
     """At most this many relabeled transitions per environment transition in an update."""
 
+    @staticmethod
+    def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+        """The settings of a config written before the lamorel-style PPO (it has the key
+        `normalize_advantages`), translated so that the run resumes as it started: per-minibatch
+        (or no) normalisation, GAE's return as the value target, and the same value-loss weight
+        (the loss was 0.5 x vf_coef x MSE then)."""
+        if "normalize_advantages" not in data:
+            return data
+        data = dict(data)
+        data["advantage_normalization"] = "minibatch" if data.pop("normalize_advantages") else "none"
+        data.setdefault("value_target", "gae")
+        data["vf_coef"] = 0.5 * data.get("vf_coef", 0.5)
+        return data
+
     def __post_init__(self) -> None:
         if (self.her_aligned or self.her_centered) and not self.her:
             raise ValueError("her_aligned and her_centered are options of PPO with HER: set her=True")

@@ -49,6 +49,9 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
 def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
+    upgrade = getattr(cls, "upgrade", None)  # a config class that renamed keys reads its earlier files
+    if upgrade is not None:
+        data = upgrade(data)
     fields = {f.name: f for f in dataclasses.fields(cast(Any, cls))}
     hints = get_type_hints(cls)
     for key in data:

@@ -62,3 +62,19 @@ def test_cli_flags_override_the_config_file():
 def test_cli_reports_a_missing_config_file():
     with pytest.raises(ConfigError, match="does not exist"):
         parse(["train", "--config", "no/such.yaml"])
+
+
+def test_a_ppo_config_written_before_the_lamorel_settings_resumes_as_it_started():
+    """Run directories keep their config.json; one from before `advantage_normalization` (it has
+    `normalize_advantages`) keeps its per-minibatch normalisation, GAE target and value-loss weight."""
+    from sacglam.config_io import from_dict
+
+    old = {"algo": "ppo", "agent": {"model": "tiny-causal", "critic": "value"}, "ppo": {"normalize_advantages": True}}
+    cfg = from_dict(TrainConfig, old)
+    assert cfg.ppo.advantage_normalization == "minibatch" and cfg.ppo.value_target == "gae"
+    assert cfg.ppo.vf_coef == 0.25  # 0.5 x vf_coef x MSE then, vf_coef x MSE now
+    off = from_dict(TrainConfig, old | {"ppo": {"normalize_advantages": False, "vf_coef": 1.0}})
+    assert off.ppo.advantage_normalization == "none" and off.ppo.vf_coef == 0.5
+    assert (
+        from_dict(TrainConfig, {"algo": "ppo", "agent": {"critic": "value"}}).ppo.advantage_normalization == "rollout"
+    )

@@ -316,6 +316,14 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(t
         run_pipeline(replace(cfg, resume=tmp_path / "elsewhere"))
 
 
+def test_without_eval_at_start_the_first_evaluation_comes_after_eval_every_env_steps(tmp_path):
+    cfg = _cfg(tmp_path, "run", total_env_steps=256, eval_every=128, eval_at_start=False)
+    run_pipeline(cfg, announce=lambda _: None)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r["env_steps"] for r in rows if "eval/simple-train/sampled/all" in r]
+    assert evaluated and min(evaluated) >= 128 and evaluated[-1] >= 256
+
+
 def test_pipeline_settings_are_validated_with_a_fix():
     with pytest.raises(ValueError, match="split evenly over pipeline.rollout_workers"):
         TrainConfig(num_envs=30, pipeline=PipelineConfig(rollout_workers=4))
