@@ -16,7 +16,8 @@ heads and losses):
 - bf16 against fp32: max and mean |log pi| gap over the same states;
 - the SAC-GLAM update (batch `--sac-batch`, HER replay of full-task episodes) with LoRA on every
   block and on the top 4 (`agent.lora_layers`), eager and compiled;
-- a PPO-GLAM update on one rollout: seconds, and the first gradient step's largest |log ratio| and
+- a PPO-GLAM update (2 epochs) on one rollout, LoRA on every block and on the top 4 (whose frozen
+  trunk runs once for both epochs): seconds, and the first gradient step's largest |log ratio| and
   clip fraction over the rollout's own rows, which must be exactly 0 in bfloat16 too;
 - the local runner end to end: a short SAC-GLAM+HER and a PPO-GLAM run through `run_pipeline`.
 
@@ -304,8 +305,10 @@ def sac_updates(model: str, args: Run, compiled: bool) -> list[dict]:
     return rows
 
 
-def ppo_update(model: str, args: Run) -> dict:
-    """One PPO epoch over a rollout of random-play episodes: time and the first step's ratio."""
+def ppo_update(model: str, args: Run) -> list[dict]:
+    """A PPO update (2 epochs) on a rollout of random-play episodes, with LoRA on every block and on
+    the top blocks (whose frozen trunk then runs once for both epochs): its time and the first
+    step's ratio."""
     import numpy as np
     import torch
 
@@ -322,35 +325,45 @@ def ppo_update(model: str, args: Run) -> dict:
         for episode in worker.collect(env.max_steps, None).episodes:
             if sum(e.length for e in episodes) < args.ppo_rollout:
                 episodes.append(episode)
-    cfg = PPOConfig(rollout_steps=args.ppo_rollout, epochs=1, minibatch_size=args.ppo_minibatch)
-    torch.manual_seed(0)
-    agent = GLAMAgent(agent_config(model, args, critic="value")).eval()
-    learner = PPOLearner(agent, cfg, seed=0)
-    synchronize(args.device)
-    start = time.perf_counter()
-    rollout, _ = rollout_from_segments(agent, episodes, cfg, np.random.default_rng(0))
-    synchronize(args.device)
-    rollout_s = time.perf_counter() - start
-    # What the ratio compared against before the old policy was taken per minibatch: log-probs of
-    # the rollout pass (chunks of 256 states in rollout order), against each minibatch's own
-    # forward (a learner with the same seed draws the same minibatches; no weight has moved yet).
-    own = ~rollout.relabeled if rollout.relabeled is not None else torch.ones(len(rollout.actions), dtype=torch.bool)
-    probe = PPOLearner(agent, cfg, seed=0)
-    per_minibatch = probe.old_policy(rollout, [share for _, share in probe.minibatches(len(rollout.actions))])
-    gap = (rollout.old_log_prob - per_minibatch.log_prob)[own].abs()
-    start = time.perf_counter()
-    metrics = learner.update(rollout)
-    synchronize(args.device)
-    return {
-        "rows": len(rollout.actions),
-        "rollout_pass_vs_minibatch_log_prob_gap_max": float(gap.max()),
-        "rollout_pass_vs_minibatch_log_prob_gap_mean": float(gap.mean()),
-        "minibatch_size": args.ppo_minibatch,
-        "rollout_forward_seconds": rollout_s,
-        "epoch_seconds": time.perf_counter() - start,
-        "first_step_log_ratio": metrics["ppo/first_step_log_ratio"],
-        "first_step_clip_fraction": metrics["ppo/first_step_clip_fraction"],
-    }
+    cfg = PPOConfig(rollout_steps=args.ppo_rollout, epochs=2, minibatch_size=args.ppo_minibatch)
+    rows = []
+    for layers in (None, args.top_layers):
+        torch.manual_seed(0)
+        agent = GLAMAgent(agent_config(model, args, critic="value", lora_layers=layers)).eval()
+        learner = PPOLearner(agent, cfg, seed=0)
+        synchronize(args.device)
+        start = time.perf_counter()
+        rollout, _ = rollout_from_segments(agent, episodes, cfg, np.random.default_rng(0))
+        synchronize(args.device)
+        rollout_s = time.perf_counter() - start
+        # What the ratio compared against before the old policy was taken per minibatch: log-probs
+        # of the rollout pass (chunks of 256 states in rollout order), against each minibatch's own
+        # forward (a learner with the same seed draws the same minibatches; no weight has moved).
+        own = (
+            ~rollout.relabeled if rollout.relabeled is not None else torch.ones(len(rollout.actions), dtype=torch.bool)
+        )
+        probe = PPOLearner(agent, cfg, seed=0)
+        per_minibatch = probe.old_policy(rollout, [share for _, share in probe.minibatches(len(rollout.actions))])
+        gap = (rollout.old_log_prob - per_minibatch.log_prob)[own].abs()
+        start = time.perf_counter()
+        metrics = learner.update(rollout)
+        synchronize(args.device)
+        rows.append(
+            {
+                "lora_layers": layers or "all",
+                "rows": len(rollout.actions),
+                "rollout_pass_vs_minibatch_log_prob_gap_max": float(gap.max()),
+                "rollout_pass_vs_minibatch_log_prob_gap_mean": float(gap.mean()),
+                "minibatch_size": args.ppo_minibatch,
+                "epochs": cfg.epochs,
+                "rollout_forward_seconds": rollout_s,
+                "update_seconds": time.perf_counter() - start,
+                "first_step_log_ratio": metrics["ppo/first_step_log_ratio"],
+                "first_step_clip_fraction": metrics["ppo/first_step_clip_fraction"],
+            }
+        )
+        del agent, learner, probe
+    return rows
 
 
 def pipeline_runs(model: str, args: Run, out: Path) -> list[dict]:
@@ -465,10 +478,10 @@ def print_report(report: dict) -> None:
             f"SAC update {'compiled' if r['compiled'] else 'eager':>8}, LoRA on {r['lora_layers']!s:>3} blocks, batch "
             f"{r['batch_size']}: {r['seconds_per_update']:.3f} s ({r['gradient_samples_per_s']:.0f} samples/s)"
         )
-    if "ppo_update" in report:
-        p = report["ppo_update"]
+    for p in report.get("ppo_update", []):
         print(
-            f"PPO epoch over {p['rows']} rows (minibatch {p['minibatch_size']}): {p['epoch_seconds']:.2f} s; "
+            f"PPO update, LoRA on {p['lora_layers']!s:>3} blocks, {p['epochs']} epochs over {p['rows']} rows "
+            f"(minibatch {p['minibatch_size']}): {p['update_seconds']:.2f} s; "
             f"first step |log ratio| max {p['first_step_log_ratio']:.2e}, clip fraction {p['first_step_clip_fraction']:.3f}; "
             f"rollout-pass log-probs against the minibatch's: max {p['rollout_pass_vs_minibatch_log_prob_gap_max']:.4f}, "
             f"mean {p['rollout_pass_vs_minibatch_log_prob_gap_mean']:.4f}"

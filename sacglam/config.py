@@ -132,9 +132,9 @@ class AgentConfig:
     lora_target_modules: tuple[str, ...] | None = None
     """Module names LoRA adapts; None: the attention projections of the architecture."""
     lora_layers: int | None = None
-    """LoRA on the top k transformer blocks only (of each stack: T5's encoder and decoder); the
-    blocks below are frozen and run without autograd, and the SAC learner runs them once for both
-    next-state forwards (docs/agent.md). None: every block (the paper's)."""
+    """LoRA on the top k transformer blocks only (an encoder-decoder's: its decoder's); the blocks
+    below are frozen and run without autograd, and the SAC learner runs them once for both
+    next-state forwards, PPO once per rollout (docs/agent.md). None: every block (the paper's)."""
     load_in_4bit: bool = False
     """Quantize the frozen base to bitsandbytes NF4 (needs lora_r > 0)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
@@ -375,11 +375,26 @@ class PPOConfig:
     @staticmethod
     def upgrade(data: dict[str, Any]) -> dict[str, Any]:
         """The settings of a config written before the lamorel-style PPO (it has the key
-        `normalize_advantages`), translated so that the run resumes as it started: per-minibatch
-        (or no) normalisation, GAE's return as the value target, and the same value-loss weight
-        (the loss was 0.5 x vf_coef x MSE then)."""
+        `normalize_advantages`: an earlier run's config.json), translated to the same losses:
+        per-minibatch (or no) normalisation, GAE's return as the value target, and the same
+        value-loss weight (the loss was 0.5 x vf_coef x MSE then). Minibatches are drawn once per
+        rollout now, whatever the config says. A notice says so; mixing the old key with the new
+        ones is refused."""
         if "normalize_advantages" not in data:
             return data
+        mixed = sorted({"advantage_normalization", "value_target", "clip_value"} & set(data))
+        if mixed:
+            raise ValueError(
+                f"ppo: normalize_advantages (an earlier setting) together with {', '.join(mixed)}: replace "
+                "normalize_advantages by advantage_normalization (minibatch, rollout or none)"
+            )
+        import warnings
+
+        warnings.warn(
+            "ppo.normalize_advantages is an earlier setting: read as advantage_normalization minibatch/none, "
+            "value_target gae and half the vf_coef (the same losses); see docs/algorithms.md#ppo-glam",
+            stacklevel=2,
+        )
         data = dict(data)
         data["advantage_normalization"] = "minibatch" if data.pop("normalize_advantages") else "none"
         data.setdefault("value_target", "gae")

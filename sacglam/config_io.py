@@ -51,7 +51,10 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
         raise ConfigError(f"{where}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
     upgrade = getattr(cls, "upgrade", None)  # a config class that renamed keys reads its earlier files
     if upgrade is not None:
-        data = upgrade(data)
+        try:
+            data = upgrade(data)
+        except ValueError as error:
+            raise ConfigError(f"{where}: {error}") from error
     fields = {f.name: f for f in dataclasses.fields(cast(Any, cls))}
     hints = get_type_hints(cls)
     for key in data:

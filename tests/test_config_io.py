@@ -70,11 +70,16 @@ def test_a_ppo_config_written_before_the_lamorel_settings_resumes_as_it_started(
     from sacglam.config_io import from_dict
 
     old = {"algo": "ppo", "agent": {"model": "tiny-causal", "critic": "value"}, "ppo": {"normalize_advantages": True}}
-    cfg = from_dict(TrainConfig, old)
+    with pytest.warns(UserWarning, match="normalize_advantages is an earlier setting"):
+        cfg = from_dict(TrainConfig, old)
     assert cfg.ppo.advantage_normalization == "minibatch" and cfg.ppo.value_target == "gae"
     assert cfg.ppo.vf_coef == 0.25  # 0.5 x vf_coef x MSE then, vf_coef x MSE now
-    off = from_dict(TrainConfig, old | {"ppo": {"normalize_advantages": False, "vf_coef": 1.0}})
+    with pytest.warns(UserWarning):
+        off = from_dict(TrainConfig, old | {"ppo": {"normalize_advantages": False, "vf_coef": 1.0}})
     assert off.ppo.advantage_normalization == "none" and off.ppo.vf_coef == 0.5
+    mixed = old | {"ppo": {"normalize_advantages": True, "advantage_normalization": "rollout"}}
+    with pytest.raises(ConfigError, match="replace normalize_advantages by advantage_normalization"):
+        from_dict(TrainConfig, mixed)
     assert (
         from_dict(TrainConfig, {"algo": "ppo", "agent": {"critic": "value"}}).ppo.advantage_normalization == "rollout"
     )

@@ -99,16 +99,30 @@ def test_lora_layers_are_validated():
         make_agent(lora_layers=3)
 
 
-def test_an_encoder_decoder_gets_lora_on_the_top_blocks_of_both_stacks_and_no_shared_trunk():
+def test_an_encoder_decoder_gets_lora_on_its_decoders_top_blocks_and_nothing_below_records_a_graph():
     agent = make_agent(model="tiny-seq2seq", lora_layers=1)
     lora = [n for n, p in agent.named_parameters() if p.requires_grad and "lora_" in n]
-    blocks = {(n.split(".block.")[0].rsplit(".", 1)[-1], n.split(".block.")[1].split(".")[0]) for n in lora}
-    assert blocks == {("encoder", "1"), ("decoder", "1")}
+    assert lora and all(".decoder.block.1." in n for n in lora)
     assert not agent.shares_frozen_trunk
+    model = agent.base_model
+    outputs = {}
+    for name, blocks in (("encoder", model.get_encoder().block), ("decoder", model.get_decoder().block)):
+        for index, block in enumerate(blocks):
+            block.register_forward_hook(
+                lambda _m, _i, out, key=(name, index): outputs.__setitem__(
+                    key, out[0] if isinstance(out, tuple) else out
+                )
+            )
     observations, candidates = full_task_states(2, 1)
-    with torch.no_grad():
-        out = agent(agent.encode(observations, candidates))
+    out = agent(agent.encode(observations, candidates))
     assert torch.isfinite(out.log_pi[out.mask]).all()
+    assert not any(outputs[key].requires_grad for key in outputs if key != ("decoder", 1))
+    assert outputs[("decoder", 1)].requires_grad
+
+
+def test_lora_target_modules_outside_the_top_blocks_are_refused():
+    with pytest.raises(ValueError, match="none of the LoRA target modules"):
+        make_agent(lora_layers=1, lora_target_modules=("lm_head",))
 
 
 class _ScaledEmbeddings(LlamaModel):

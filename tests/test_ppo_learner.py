@@ -58,9 +58,9 @@ def captured_forwards(monkeypatch) -> list[list[int]]:
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_the_first_step_has_ratio_exactly_one_and_no_clipping(monkeypatch, full_task_episodes, dtype):
-    """In bfloat16 a state's log pi depends on the states it is batched and padded with; the old
-    policy is taken over each minibatch's own rows, so before any step the ratio is exactly 1 (the
-    rollout pass, in chunks of 256 states in rollout order, differs from the minibatch forward)."""
+    """The configured dtype's path end to end: the first step's ratio is exactly 1 and its value
+    unclipped. (On this CPU bfloat16 scores do not depend on the batch, so the code before the fix
+    passed this too; the next test makes the dependence large and fails that code.)"""
     agent = value_agent(lora_r=8, dtype=dtype)
     cfg = PPOConfig(epochs=2, minibatch_size=16, clip_value=True)
     rollout, _ = rollout_from_segments(agent, full_task_episodes, cfg, np.random.default_rng(0))
@@ -207,3 +207,32 @@ def test_reusing_the_frozen_trunk_over_the_epochs_gives_the_same_update_with_one
     for name, value in recomputed.items():
         torch.testing.assert_close(reused[name], value, rtol=1e-5, atol=1e-6)
     assert not learners[True][0]._trunks  # nothing kept after the update
+
+
+def test_relabeled_rows_keep_the_original_goals_old_policy_and_their_centre_comes_from_the_minibatch(
+    monkeypatch, full_task_episodes
+):
+    """A relabeled row's old log-prob is the behaviour's for the original goal (another prompt: it
+    is kept), while its clipping centre, pi(a|s, g') / pi_old(a|s, g), is taken with the
+    minibatch's own forward, so centred clipping clips nothing at the first step either."""
+    agent = value_agent()
+    cfg = PPOConfig(epochs=1, minibatch_size=32, her=True, her_centered=True)
+    rollout, added = rollout_from_segments(agent, full_task_episodes, cfg, np.random.default_rng(0))
+    assert added > 0 and rollout.relabeled is not None and int(rollout.relabeled.sum()) == added
+    learner = PPOLearner(agent, cfg, seed=0)
+    shares = [share for _, share in PPOLearner(agent, cfg, seed=0).minibatches(len(rollout.actions))]
+    old = learner.old_policy(rollout, shares)
+    relabeled = rollout.relabeled
+    assert torch.equal(old.log_prob[relabeled], rollout.old_log_prob[relabeled])
+    assert torch.equal(old.behavior_log_pi[relabeled], rollout.behavior_log_pi[relabeled])
+    for rows in shares:
+        with torch.no_grad():
+            out = agent(agent.encode([rollout.observations[i] for i in rows], [rollout.candidates[i] for i in rows]))
+        taken = out.log_pi.gather(1, rollout.actions[rows][:, None]).squeeze(1)
+        own = ~relabeled[rows]
+        torch.testing.assert_close(old.log_prob[rows][own], taken[own], rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            old.clip_center[rows][~own], (taken[~own] - rollout.old_log_prob[rows][~own]).exp(), rtol=1e-6, atol=1e-6
+        )
+    metrics = PPOLearner(agent, cfg, seed=0).update(rollout)
+    assert metrics["ppo/first_step_clip_fraction"] == 0.0 and metrics["ppo/first_step_log_ratio"] == 0.0

@@ -8,8 +8,10 @@ distribution of the rollout's own rows, V_old(s) of every row, and the clipping 
 relabeled rows (`ppo.her_centered`). A state's scores depend, in bfloat16, on the states it is
 padded and batched with; computed over the very rows of the gradient step, in the same order,
 they are bit-identical to that step's forward before it moves the weights, so the first step's
-ratio is exactly 1 (and its value unclipped) in any dtype. This costs one no-grad forward over
-the rollout (about 2% of an update of 4 epochs).
+ratio is exactly 1 (and its value unclipped) in any dtype. This costs one forward over the
+rollout, with autograd as the steps have it (the graph is dropped minibatch by minibatch); with
+LoRA on the top blocks only, the frozen trunk it computes is kept for the epochs
+(`reuse_frozen_trunk`), so the blocks below LoRA run once per rollout.
 
 With several data-parallel learners, every learner holds the whole rollout and draws the same
 minibatches (same seed); each computes the old policy and the loss on its share of every

@@ -14,8 +14,9 @@ trainable weight. Two savings follow:
 
 The split is only used where it was checked to equal the decoder's own forward (`decoder_split`
 runs both on a few tokens when the agent is built): a decoder laid out differently (a scaled
-embedding, another block signature) or an encoder-decoder model falls back to plain forwards,
-which still get the first saving.
+embedding, another block signature) falls back to plain forwards, which still get the first
+saving. An encoder-decoder gets LoRA on its decoder's top blocks (the encoder and the decoder's
+lower blocks frozen, no graph below) and plain forwards.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ def block_stacks(model: nn.Module) -> list[tuple[str, nn.ModuleList]]:
 
 
 def top_block_modules(model: nn.Module, targets: tuple[str, ...], layers: int) -> list[str]:
-    """Full names of the modules named in `targets` (e.g. q_proj) inside the top `layers` blocks of
-    every stack: what LoRA adapts when `agent.lora_layers` is set. Raises ValueError (one line)
-    when a stack has fewer blocks."""
-    stacks = block_stacks(model)
+    """Full names of the modules named in `targets` (e.g. q_proj) inside the top `layers` blocks:
+    what LoRA adapts when `agent.lora_layers` is set. A decoder-only model's top blocks; an
+    encoder-decoder's are its decoder's (the encoder feeds every decoder block through
+    cross-attention, so an adapted encoder block would make the whole decoder record a graph).
+    Raises ValueError (one line) when the stack has fewer blocks or no target sits in them."""
+    is_encoder_decoder = bool(getattr(getattr(model, "config", None), "is_encoder_decoder", False))
+    stacks = [(n, b) for n, b in block_stacks(model) if not is_encoder_decoder or n.split(".")[0] == "decoder"]
     if not stacks:
         raise ValueError(
             f"agent.lora_layers needs a model with transformer blocks; {type(model).__name__} has none that "
@@ -63,6 +67,11 @@ def top_block_modules(model: nn.Module, targets: tuple[str, ...], layers: int) -
             names += [
                 f"{prefix}.{name}" for name, _ in blocks[index].named_modules() if name.rpartition(".")[2] in targets
             ]
+    if not names:
+        raise ValueError(
+            f"agent.lora_layers={layers}: none of the LoRA target modules {list(targets)} is inside the top "
+            f"{layers} transformer blocks; name modules inside the blocks in agent.lora_target_modules"
+        )
     return names
 
 
@@ -129,7 +138,8 @@ LLAMA_LAYOUT = ("embed_tokens", "rotary_emb", "layers", "norm")
 @torch.no_grad()
 def decoder_split(decoder: Any, split: int, attention_mask_for) -> DecoderSplit | None:
     """A `DecoderSplit` at block `split` if the decoder has the Llama layout and its two halves give
-    the decoder's own output on a short probe (8 tokens, one packed-style row); else None.
+    the decoder's own output on a short probe (8 tokens, one packed-style row), twice from one
+    trunk; else None.
 
     `attention_mask_for((B, T, T) bool) -> the mask the decoder takes` (as the scorer builds it)."""
     if split <= 0 or not all(hasattr(decoder, name) for name in LLAMA_LAYOUT):
@@ -143,8 +153,12 @@ def decoder_split(decoder: Any, split: int, attention_mask_for) -> DecoderSplit 
     mask = attention_mask_for(torch.ones(T, T, dtype=torch.bool, device=device).tril()[None])
     split_decoder = DecoderSplit(decoder, split)
     try:
-        halves = split_decoder.top(split_decoder.trunk(ids, mask, positions))
+        trunk = split_decoder.trunk(ids, mask, positions)
+        halves = split_decoder.top(trunk)
+        again = split_decoder.top(trunk)  # a trunk is reused: the top must leave it as it was
     except TypeError:  # a block with another signature
+        return None
+    if not torch.equal(halves, again):
         return None
     whole = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
     if halves.shape != whole.shape or not torch.allclose(halves.float(), whole.float(), rtol=1e-4, atol=1e-5):
