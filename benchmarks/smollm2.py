@@ -12,7 +12,13 @@ the same, takes it from there) and at the end. The training episodes' success (s
 train goals) gives the curve in between.
 
     .venv/bin/python benchmarks/smollm2.py [--seeds 0 1 2] [--methods sac-her ppo]
-    .venv/bin/python benchmarks/smollm2.py --analyse-only
+    .venv/bin/python benchmarks/smollm2.py --analyse-only [--diagnose]
+
+`--diagnose` loads each finished run's final weights and measures, on fresh episodes of both goal
+sets (`--diagnosis-episodes` per set, seeds apart from training's and evaluation's): what the
+greedy policy picks on the states of the expert's shortest plans (agreement with the expert's
+action, by action verb), the policy's entropy there, and the critic's accuracy (SAC: Q(s, a) of
+the sampled policy's transitions against their discounted Monte-Carlo returns; PPO: V(s)).
 
 Writes benchmarks/results/smollm2/smollm2.json and curves.png and prints a table: zero-shot and
 final success per goal set and policy, per seed, against the target (greedy success on every SAC
@@ -45,6 +51,10 @@ class Args:
     """Where the runs go (`<method>-seed<k>`)."""
     analyse_only: bool = False
     """Only read the runs that exist and write the results."""
+    diagnose: bool = False
+    """Also diagnose every finished run's final policy and critic (see the module docstring)."""
+    diagnosis_episodes: int = 64
+    """Episodes per goal set for each diagnosis (expert episodes and the policy's own)."""
     output: Path = Path("benchmarks/results/smollm2")
 
 
@@ -138,6 +148,110 @@ def analyse(args: Args) -> dict:
     return report
 
 
+DIAGNOSIS_SEED = 20_000  # diagnosis episodes share no seed with training (seed) or evaluation (seed + 10,000)
+
+
+def collect(act, env_config, episodes: int, seed: int) -> list[list[dict]]:
+    """Episodes of `env_config` (fixed specs) with `act(envs, observations, candidates) -> actions`:
+    per episode its steps as {observation, candidates, action, reward}."""
+    from sacglam.evaluation import episode_specs
+
+    specs = episode_specs(env_config, episodes, seed)
+    envs = [env_config.spec().make() for _ in specs]
+    state = []
+    for env, spec in zip(envs, specs):
+        obs, info = env.reset(seed=spec.seed, options={"goal": spec.goal} if spec.goal else None)
+        state.append((obs, info["candidates"]))
+    trajectories: list[list[dict]] = [[] for _ in specs]
+    active = list(range(len(specs)))
+    while active:
+        actions = act([envs[i] for i in active], [state[i][0] for i in active], [state[i][1] for i in active])
+        still = []
+        for i, action in zip(active, actions):
+            obs, reward, terminated, truncated, info = envs[i].step(action)
+            trajectories[i].append(
+                {"observation": state[i][0], "candidates": list(state[i][1]), "action": action, "reward": float(reward)}
+            )
+            state[i] = (obs, info["candidates"])
+            if not (terminated or truncated):
+                still.append(i)
+        active = still
+    return trajectories
+
+
+def diagnose(directory: Path, episodes: int) -> dict:
+    """The final policy and critic of one run (see the module docstring)."""
+    import numpy as np
+    import torch
+
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.models import GLAMAgent
+    from sacglam.models.policy import LLMPolicy
+    from sacglam.policies import EnvironmentExpert
+
+    cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
+    torch.manual_seed(cfg.seed)
+    agent = GLAMAgent(cfg.agent).eval()
+    state = torch.load(directory / "learner.pt", weights_only=False)
+    agent.load_trainable_state_dict(state["learner"]["agent"])
+    gamma = cfg.ppo.gamma if cfg.algo == "ppo" else cfg.sac.gamma
+    sampled = LLMPolicy(agent, greedy=False, seed=DIAGNOSIS_SEED)
+    out: dict = {}
+    for name, env in (("train", cfg.env), ("held-out", cfg.env.held_out)):
+        expert = EnvironmentExpert(env)
+        plans = collect(expert.act_in, env, episodes, DIAGNOSIS_SEED)
+        steps = [step for plan in plans for step in plan]
+        with torch.inference_mode():
+            forward = agent(agent.encode([s["observation"] for s in steps], [s["candidates"] for s in steps]))
+        greedy = forward.log_pi.argmax(-1).tolist()
+        picks = [s["candidates"][g] for s, g in zip(steps, greedy)]
+        pick_verbs = [action.split(" ")[0] for action in picks]  # Go, Grasp, Release
+        expert_verbs = [s["action"].split(" ")[0] for s in steps]
+        diagnosis = {
+            "expert_states": len(steps),
+            "greedy_agrees_with_expert": float(np.mean([p == s["action"] for p, s in zip(picks, steps)])),
+            "greedy_verbs": {v: pick_verbs.count(v) / len(picks) for v in sorted(set(pick_verbs))},
+            "expert_verbs": {v: expert_verbs.count(v) / len(steps) for v in sorted(set(expert_verbs))},
+            "entropy_on_expert_states": float(
+                -(forward.log_pi.exp() * forward.log_pi.masked_fill(~forward.mask, 0.0)).sum(-1).mean()
+            ),
+        }
+        if forward.q is not None:
+            q_pick = forward.q.masked_fill(~forward.mask, float("-inf")).argmax(-1).tolist()
+            diagnosis["argmax_q_agrees_with_expert"] = float(
+                np.mean([s["candidates"][k] == s["action"] for k, s in zip(q_pick, steps)])
+            )
+        own = collect(lambda e, o, c: sampled.act(o, c), env, episodes, DIAGNOSIS_SEED + 1)
+        rows, returns = [], []
+        for trajectory in own:
+            to_go = 0.0
+            for step in reversed(trajectory):
+                to_go = step["reward"] + gamma * to_go
+                returns.append(to_go)
+                rows.append(step)
+        with torch.inference_mode():
+            own_out = agent(agent.encode([r["observation"] for r in rows], [r["candidates"] for r in rows]))
+        returns_t = torch.tensor(returns)
+        if own_out.q is not None:
+            taken = torch.tensor([r["candidates"].index(r["action"]) for r in rows])
+            estimate = own_out.q.float().cpu().gather(1, taken[:, None]).squeeze(1)
+        else:
+            estimate = own_out.value.float().cpu()
+        diagnosis["critic"] = {
+            "transitions": len(rows),
+            "success": float(np.mean([t[-1]["reward"] > 0 for t in own])),
+            "mean_estimate": float(estimate.mean()),
+            "mean_return": float(returns_t.mean()),
+            "mean_abs_error": float((estimate - returns_t).abs().mean()),
+            "correlation": float(np.corrcoef(estimate.numpy(), returns_t.numpy())[0, 1])
+            if returns_t.std() > 0
+            else None,
+        }
+        out[name] = diagnosis
+    return out
+
+
 def summary(runs: dict, args: Args) -> dict:
     out: dict = {}
     for method in args.methods:
@@ -219,6 +333,12 @@ def main(args: Args) -> None:
             for method in args.methods:
                 train(args, method, seed)
     report = analyse(args)
+    if args.diagnose:
+        for name, run in report["runs"].items():
+            directory = run_dir(args, run["method"], run["seed"])
+            if (directory / "learner.pt").exists():
+                run["diagnosis"] = diagnose(directory, args.diagnosis_episodes)
+                print(name, json.dumps(run["diagnosis"]), flush=True)
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "smollm2.json").write_text(json.dumps(report, indent=2))
     if report["runs"]:
