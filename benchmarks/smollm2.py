@@ -14,11 +14,14 @@ train goals) gives the curve in between.
     .venv/bin/python benchmarks/smollm2.py [--seeds 0 1 2] [--methods sac-her ppo]
     .venv/bin/python benchmarks/smollm2.py --analyse-only [--diagnose]
 
-`--diagnose` loads each finished run's final weights and measures, on fresh episodes of both goal
+`--diagnose` loads each finished run's final weights (once: the result is kept in the run's
+`diagnosis.json`, which later analyses include) and measures, on fresh episodes of both goal
 sets (`--diagnosis-episodes` per set, seeds apart from training's and evaluation's): what the
 greedy policy picks on the states of the expert's shortest plans (agreement with the expert's
 action, by action verb), the policy's entropy there, and the critic's accuracy (SAC: Q(s, a) of
-the sampled policy's transitions against their discounted Monte-Carlo returns; PPO: V(s)).
+the sampled policy's transitions against their discounted Monte-Carlo returns; PPO: V(s)). The
+base model's greedy picks and entropy on the same states are measured once per study
+(`zero-shot-diagnosis.json` in `--runs`).
 
 Writes benchmarks/results/smollm2/smollm2.json and curves.png and prints a table: zero-shot and
 final success per goal set and policy, per seed, against the target (greedy success on every SAC
@@ -148,6 +151,7 @@ def analyse(args: Args) -> dict:
     return report
 
 
+DIAGNOSIS_FILE = "diagnosis.json"  # in the run directory: a finished run is diagnosed once
 DIAGNOSIS_SEED = 20_000  # diagnosis episodes share no seed with training (seed) or evaluation (seed + 10,000)
 
 
@@ -179,8 +183,9 @@ def collect(act, env_config, episodes: int, seed: int) -> list[list[dict]]:
     return trajectories
 
 
-def diagnose(directory: Path, episodes: int) -> dict:
-    """The final policy and critic of one run (see the module docstring)."""
+def diagnose(directory: Path, episodes: int, trained: bool = True) -> dict:
+    """The final policy and critic of one run (see the module docstring); with `trained=False`, the
+    run's initial policy (the base model: LoRA starts at zero), without the critic (untrained)."""
     import numpy as np
     import torch
 
@@ -193,8 +198,9 @@ def diagnose(directory: Path, episodes: int) -> dict:
     cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
     torch.manual_seed(cfg.seed)
     agent = GLAMAgent(cfg.agent).eval()
-    state = torch.load(directory / "learner.pt", weights_only=False)
-    agent.load_trainable_state_dict(state["learner"]["agent"])
+    if trained:
+        state = torch.load(directory / "learner.pt", weights_only=False)
+        agent.load_trainable_state_dict(state["learner"]["agent"])
     gamma = cfg.ppo.gamma if cfg.algo == "ppo" else cfg.sac.gamma
     sampled = LLMPolicy(agent, greedy=False, seed=DIAGNOSIS_SEED)
     out: dict = {}
@@ -217,6 +223,9 @@ def diagnose(directory: Path, episodes: int) -> dict:
                 -(forward.log_pi.exp() * forward.log_pi.masked_fill(~forward.mask, 0.0)).sum(-1).mean()
             ),
         }
+        if not trained:
+            out[name] = diagnosis
+            continue
         if forward.q is not None:
             q_pick = forward.q.masked_fill(~forward.mask, float("-inf")).argmax(-1).tolist()
             diagnosis["argmax_q_agrees_with_expert"] = float(
@@ -333,12 +342,22 @@ def main(args: Args) -> None:
             for method in args.methods:
                 train(args, method, seed)
     report = analyse(args)
-    if args.diagnose:
-        for name, run in report["runs"].items():
-            directory = run_dir(args, run["method"], run["seed"])
-            if (directory / "learner.pt").exists():
-                run["diagnosis"] = diagnose(directory, args.diagnosis_episodes)
-                print(name, json.dumps(run["diagnosis"]), flush=True)
+    zero_shot_cached = args.runs / f"zero-shot-{DIAGNOSIS_FILE}"
+    first = next((r for r in report["runs"].values() if r["method"] == "sac-her"), None)
+    if args.diagnose and first and not zero_shot_cached.exists():
+        directory = run_dir(args, "sac-her", first["seed"])
+        zero_shot_cached.write_text(json.dumps(diagnose(directory, args.diagnosis_episodes, trained=False), indent=2))
+        print("zero-shot", zero_shot_cached.read_text(), flush=True)
+    if zero_shot_cached.exists():
+        report["zero_shot_diagnosis"] = json.loads(zero_shot_cached.read_text())
+    for name, run in report["runs"].items():
+        directory = run_dir(args, run["method"], run["seed"])
+        cached = directory / DIAGNOSIS_FILE
+        if args.diagnose and run["finished"] and not cached.exists():
+            cached.write_text(json.dumps(diagnose(directory, args.diagnosis_episodes), indent=2))
+            print(name, cached.read_text(), flush=True)
+        if cached.exists():
+            run["diagnosis"] = json.loads(cached.read_text())
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "smollm2.json").write_text(json.dumps(report, indent=2))
     if report["runs"]:

@@ -59,8 +59,9 @@ def run_title(run_dir: Path) -> str:
 
 
 def before_and_after(run_dir: str | Path) -> str:
-    """What a finished run prints: success before -> after training on each goal set and mode (or,
-    without evaluations, the last training record's headline figures)."""
+    """What a finished run prints: success before -> after training on each goal set and mode (the
+    first and last evaluations; with one evaluation, its figures alone; without evaluations, the
+    last training record's headline figures)."""
     run_dir = Path(run_dir)
     records = read_metrics(run_dir)
     evals = evaluations(records)
@@ -68,6 +69,10 @@ def before_and_after(run_dir: str | Path) -> str:
         last = last_training_record(records)
         figures = ", ".join(f"{k} {last[k]:.4g}" for k in TRAINING_FIGURES if isinstance(last.get(k), (int, float)))
         return f"{run_title(run_dir)}: no evaluation (eval_episodes 0); last training record: {figures}"
+    if len(evals) == 1:  # evaluated once (`eval_at_start: false`): nothing to compare it with
+        lines = [f"{run_title(run_dir)}: success at env step {evals[0]['env_steps']} (one evaluation)"]
+        lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f}" for k in overall_keys(evals)]
+        return "\n".join(lines)
     lines = [
         f"{run_title(run_dir)}: success before -> after training "
         f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']})"
@@ -81,7 +86,11 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
     records = read_metrics(run_dir)
     evals, last = evaluations(records), last_training_record(records)
     lines = [run_title(run_dir), ""]
-    if evals:
+    if len(evals) == 1:
+        lines += [f"| success (all goal types) | env step {evals[0]['env_steps']} |", "| --- | --- |"]
+        lines += [f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} |" for k in overall_keys(evals)]
+        lines += ["", "One evaluation (`eval_at_start: false`): no success before training to compare with.", ""]
+    elif evals:
         lines += ["| success (all goal types) | before | after |", "| --- | --- | --- |"]
         lines += [
             f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
