@@ -309,6 +309,7 @@ def plot(report: dict, path: Path) -> None:
             [statistics.mean(z[c] for z in zero) for c in cells],
             width,
             label="zero-shot",
+            color="tab:grey",
         )
     for k, method in enumerate(m for m in ("sac-her", "ppo") if m in report["summary"]):
         axes[1].bar(
