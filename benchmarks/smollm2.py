@@ -18,10 +18,13 @@ train goals) gives the curve in between.
 `diagnosis.json`, which later analyses include) and measures, on fresh episodes of both goal
 sets (`--diagnosis-episodes` per set, seeds apart from training's and evaluation's): what the
 greedy policy picks on the states of the expert's shortest plans (agreement with the expert's
-action, by action verb), the policy's entropy there, and the critic's accuracy (SAC: Q(s, a) of
-the sampled policy's transitions against their discounted Monte-Carlo returns; PPO: V(s)). The
-base model's greedy picks and entropy on the same states are measured once per study
-(`zero-shot-diagnosis.json` in `--runs`).
+action, by action verb), the policy's entropy there, how far SAC's Q separates the candidates
+there, and the critic's accuracy on the sampled policy's own transitions (SAC: Q(s, a) against
+the soft n-step return its targets define; PPO: V(s) against the discounted return; both with
+episodes run past the step limit, since both critics bootstrap through it: `critic_accuracy`).
+The base model's greedy picks and entropy on the same states are measured once per study
+(`zero-shot-diagnosis.json` in `--runs`). Every analysis also measures the uniform-random policy
+on each run's own evaluation episodes: the floor the table is read against.
 
 Writes benchmarks/results/smollm2/smollm2.json and curves.png and prints a table: zero-shot and
 final success per goal set and policy, per seed, against the target (greedy success on every SAC
@@ -117,6 +120,23 @@ def last(rows: list[dict], key: str) -> float | None:
     return values[-1] if values else None
 
 
+def random_floor(directory: Path) -> dict[str, float]:
+    """Uniform-random success on the run's own evaluation episodes (its seed + 10,000, 256 per goal
+    set): the floor its table is read against. {goal set/random: success, all goal types}."""
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.evaluation import EVAL_SEED_OFFSET, OVERALL, episode_specs, run_episodes, success_by_goal_type
+    from sacglam.policies import RandomPolicy
+
+    cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
+    seed = cfg.seed + EVAL_SEED_OFFSET
+    floor = {}
+    for goal_set, env in zip(SETS, (cfg.env, cfg.env.held_out)):
+        results = run_episodes(RandomPolicy(seed), env, episode_specs(env, cfg.eval_episodes, seed), cfg.num_envs)
+        floor[f"{goal_set}/random"] = success_by_goal_type(results, env)[OVERALL]["success"]
+    return floor
+
+
 def analyse(args: Args) -> dict:
     report: dict = {"benchmark": "smollm2", "configs": CONFIGS, "target": TARGET, "runs": {}}
     for method in args.methods:
@@ -133,6 +153,7 @@ def analyse(args: Args) -> dict:
             report["runs"][f"{method}/seed{seed}"] = {
                 "method": method,
                 "seed": seed,
+                "random_floor": random_floor(directory),
                 "finished": (directory / "learner.pt").exists(),
                 "env_steps": rows[-1]["env_steps"],
                 "zero_shot": zero_shot,
@@ -156,8 +177,9 @@ DIAGNOSIS_SEED = 20_000  # diagnosis episodes share no seed with training (seed)
 
 
 def collect(act, env_config, episodes: int, seed: int) -> list[list[dict]]:
-    """Episodes of `env_config` (fixed specs) with `act(envs, observations, candidates) -> actions`:
-    per episode its steps as {observation, candidates, action, reward}."""
+    """Episodes of `env_config` (fixed specs) with `act(envs, observations, candidates) -> steps`, one
+    dict per state with its `action` and whatever else the caller records there: per episode its
+    steps, each completed with {observation, candidates, reward}."""
     from sacglam.evaluation import episode_specs
 
     specs = episode_specs(env_config, episodes, seed)
@@ -169,13 +191,12 @@ def collect(act, env_config, episodes: int, seed: int) -> list[list[dict]]:
     trajectories: list[list[dict]] = [[] for _ in specs]
     active = list(range(len(specs)))
     while active:
-        actions = act([envs[i] for i in active], [state[i][0] for i in active], [state[i][1] for i in active])
+        steps = act([envs[i] for i in active], [state[i][0] for i in active], [state[i][1] for i in active])
         still = []
-        for i, action in zip(active, actions):
-            obs, reward, terminated, truncated, info = envs[i].step(action)
-            trajectories[i].append(
-                {"observation": state[i][0], "candidates": list(state[i][1]), "action": action, "reward": float(reward)}
-            )
+        for i, step in zip(active, steps):
+            obs, reward, terminated, truncated, info = envs[i].step(step["action"])
+            step |= {"observation": state[i][0], "candidates": list(state[i][1]), "reward": float(reward)}
+            trajectories[i].append(step)
             state[i] = (obs, info["candidates"])
             if not (terminated or truncated):
                 still.append(i)
@@ -192,21 +213,22 @@ def diagnose(directory: Path, episodes: int, trained: bool = True) -> dict:
     from sacglam.config import TrainConfig
     from sacglam.config_io import from_dict
     from sacglam.models import GLAMAgent
-    from sacglam.models.policy import LLMPolicy
     from sacglam.policies import EnvironmentExpert
 
     cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
     torch.manual_seed(cfg.seed)
     agent = GLAMAgent(cfg.agent).eval()
+    alpha = None  # SAC's final entropy coefficient
     if trained:
-        state = torch.load(directory / "learner.pt", weights_only=False)
-        agent.load_trainable_state_dict(state["learner"]["agent"])
-    gamma = cfg.ppo.gamma if cfg.algo == "ppo" else cfg.sac.gamma
-    sampled = LLMPolicy(agent, greedy=False, seed=DIAGNOSIS_SEED)
+        learner = torch.load(directory / "learner.pt", weights_only=False)["learner"]
+        agent.load_trainable_state_dict(learner["agent"])
+        alpha = float(learner["log_alpha"].exp()) if "log_alpha" in learner else None
     out: dict = {}
     for name, env in (("train", cfg.env), ("held-out", cfg.env.held_out)):
-        expert = EnvironmentExpert(env)
-        plans = collect(expert.act_in, env, episodes, DIAGNOSIS_SEED)
+        expert = EnvironmentExpert(env).act_in
+        plans = collect(
+            lambda e, o, c, act=expert: [{"action": a} for a in act(e, o, c)], env, episodes, DIAGNOSIS_SEED
+        )
         steps = [step for plan in plans for step in plan]
         with torch.inference_mode():
             forward = agent(agent.encode([s["observation"] for s in steps], [s["candidates"] for s in steps]))
@@ -226,39 +248,81 @@ def diagnose(directory: Path, episodes: int, trained: bool = True) -> dict:
         if not trained:
             out[name] = diagnosis
             continue
-        if forward.q is not None:
-            q_pick = forward.q.masked_fill(~forward.mask, float("-inf")).argmax(-1).tolist()
+        if forward.q is not None:  # does Q tell the expert's action from the others?
+            q, mask = forward.q.float().cpu(), forward.mask.cpu()
+            q_pick = q.masked_fill(~mask, float("-inf")).argmax(-1).tolist()
             diagnosis["argmax_q_agrees_with_expert"] = float(
                 np.mean([s["candidates"][k] == s["action"] for k, s in zip(q_pick, steps)])
             )
-        own = collect(lambda e, o, c: sampled.act(o, c), env, episodes, DIAGNOSIS_SEED + 1)
-        rows, returns = [], []
-        for trajectory in own:
-            to_go = 0.0
-            for step in reversed(trajectory):
-                to_go = step["reward"] + gamma * to_go
-                returns.append(to_go)
-                rows.append(step)
-        with torch.inference_mode():
-            own_out = agent(agent.encode([r["observation"] for r in rows], [r["candidates"] for r in rows]))
-        returns_t = torch.tensor(returns)
-        if own_out.q is not None:
-            taken = torch.tensor([r["candidates"].index(r["action"]) for r in rows])
-            estimate = own_out.q.float().cpu().gather(1, taken[:, None]).squeeze(1)
-        else:
-            estimate = own_out.value.float().cpu()
-        diagnosis["critic"] = {
-            "transitions": len(rows),
-            "success": float(np.mean([t[-1]["reward"] > 0 for t in own])),
-            "mean_estimate": float(estimate.mean()),
-            "mean_return": float(returns_t.mean()),
-            "mean_abs_error": float((estimate - returns_t).abs().mean()),
-            "correlation": float(np.corrcoef(estimate.numpy(), returns_t.numpy())[0, 1])
-            if returns_t.std() > 0
-            else None,
-        }
+            spread = q.masked_fill(~mask, float("-inf")).amax(-1) - q.masked_fill(~mask, float("inf")).amin(-1)
+            expert_k = torch.tensor([s["candidates"].index(s["action"]) for s in steps])
+            q_expert = q.gather(1, expert_k[:, None]).squeeze(1)
+            others = (q.masked_fill(~mask, 0.0).sum(-1) - q_expert) / (mask.sum(-1) - 1).clamp(min=1)
+            diagnosis["q_on_expert_states"] = {
+                "mean_spread_max_minus_min": float(spread.mean()),
+                "expert_action_minus_mean_of_others": float((q_expert - others).mean()),
+            }
+        diagnosis["critic"] = critic_accuracy(agent, cfg, env, episodes, alpha)
         out[name] = diagnosis
     return out
+
+
+DIAGNOSIS_HORIZON = 32  # steps of the critic check's episodes: see critic_accuracy
+
+
+def critic_accuracy(agent, cfg, env, episodes: int, alpha: float | None) -> dict:
+    """The critic's estimate on the sampled policy's own transitions against the return it is
+    trained to predict. Both critics bootstrap through the step limit (truncation is not
+    termination, and the observation does not show the time left), so a return cut off at the
+    limit would understate what they should predict: these episodes run `DIAGNOSIS_HORIZON` steps
+    and only their first `env.max_steps` states are scored (the return left after the horizon is
+    at most gamma^24 = 0.08 of the state's value). SAC's critic is a soft Q: its n-step target adds
+    alpha H(pi(.|s)) at every n-th state after the action, so its return adds that too."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    sac = cfg.algo != "ppo"
+    gamma = cfg.sac.gamma if sac else cfg.ppo.gamma
+    n = cfg.sac.n_step if sac else 1
+    generator = torch.Generator().manual_seed(DIAGNOSIS_SEED)
+
+    def act(envs, observations, candidates):  # sample from pi; keep the estimate and pi's entropy
+        with torch.inference_mode():
+            out = agent(agent.encode(list(observations), [list(c) for c in candidates]))
+        log_pi = out.log_pi.float().cpu()
+        choice = torch.multinomial(log_pi.exp().nan_to_num(0.0), 1, generator=generator).squeeze(1)
+        entropy = -(log_pi.exp() * log_pi.masked_fill(~out.mask.cpu(), 0.0)).sum(-1)
+        estimate = out.q.float().cpu().gather(1, choice[:, None]).squeeze(1) if sac else out.value.float().cpu()
+        return [
+            {"action": c[k], "estimate": float(e), "entropy": float(h)}
+            for c, k, e, h in zip(candidates, choice.tolist(), estimate, entropy)
+        ]
+
+    long_env = dataclasses.replace(env, max_steps=DIAGNOSIS_HORIZON)
+    own = collect(act, long_env, episodes, DIAGNOSIS_SEED + 1)
+    estimates, hard, soft = [], [], []
+    for trajectory in own:
+        for t in range(min(env.max_steps, len(trajectory))):
+            hard_return = sum(gamma**i * step["reward"] for i, step in enumerate(trajectory[t:]))
+            bonus = sum(gamma**j * trajectory[t + j]["entropy"] for j in range(n, len(trajectory) - t, n))
+            estimates.append(trajectory[t]["estimate"])
+            hard.append(hard_return)
+            soft.append(hard_return + (alpha or 0.0) * bonus if sac else hard_return)
+    estimate_t, target_t = np.array(estimates), np.array(soft)
+    return {
+        "transitions": len(estimates),
+        "horizon": DIAGNOSIS_HORIZON,
+        "success_within_limit": float(np.mean([any(s["reward"] > 0 for s in t[: env.max_steps]) for t in own])),
+        "success_within_horizon": float(np.mean([t[-1]["reward"] > 0 for t in own])),
+        "alpha": alpha,
+        "mean_estimate": float(estimate_t.mean()),
+        "mean_return": float(np.mean(hard)),
+        "mean_target_return": float(target_t.mean()),
+        "mean_abs_error": float(np.abs(estimate_t - target_t).mean()),
+        "correlation": float(np.corrcoef(estimate_t, target_t)[0, 1]) if target_t.std() > 0 else None,
+    }
 
 
 def summary(runs: dict, args: Args) -> dict:
@@ -319,6 +383,13 @@ def plot(report: dict, path: Path) -> None:
             label=method,
             color=colours[method],
         )
+    floors = [r["random_floor"] for r in report["runs"].values()]
+    if floors:  # one floor per goal set: a uniform-random policy has no greedy form
+        level = [statistics.mean(f[f"{c.split('/')[0]}/random"] for f in floors) for c in cells]
+        left = [i - width / 2 for i in range(len(cells))]
+        methods = sum(m in report["summary"] for m in ("sac-her", "ppo"))
+        right = [i + (0.5 + methods) * width for i in range(len(cells))]
+        axes[1].hlines(level, left, right, colors="black", linestyles="dashed", label="uniform random")
     axes[1].set_xticks([i + width for i in range(len(cells))], [c.replace("simple-", "") for c in cells], fontsize=8)
     axes[1].set(ylabel="success (mean over seeds)", title="evaluation, 256 episodes per goal set")
     axes[1].legend()
@@ -332,7 +403,8 @@ def print_table(report: dict) -> None:
     for name, run in report["runs"].items():
         z, f = run["zero_shot"] or {}, run["final"] or {}
         row = " ".join(f"{z.get(c, float('nan')):>10.3f} -> {f.get(c, float('nan')):<8.3f}" for c in cells)
-        print(f"{name:<16} {run['env_steps']:>9} {row}")
+        floor = " / ".join(f"{run['random_floor'][f'{s}/random']:.3f}" for s in SETS)
+        print(f"{name:<16} {run['env_steps']:>9} {row}  random {floor}")
     if "target" in report["summary"]:
         print("target:", report["summary"]["target"])
 

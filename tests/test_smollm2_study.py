@@ -1,0 +1,80 @@
+"""`benchmarks/smollm2.py`, the SmolLM2 study's analysis, on two tiny runs of the study's own
+configs (the tiny random model instead of SmolLM2, 64 env steps): the table's zero-shot point,
+the random floor on the runs' evaluation episodes, and the diagnosis of policy and critic, kept in
+each run directory and not recomputed."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # about 25 s: two short training runs in subprocesses, then the analysis
+
+TINY = [
+    "--runner", "local", "--total-env-steps", "64", "--eval-episodes", "8", "--eval-every", "64",
+    "--num-envs", "8", "--agent.model", "tiny-causal", "--agent.lora-layers", "1",
+    "--agent.critic-width", "32", "--pipeline.checkpoint-every", "0", "--no-progress",
+]  # fmt: skip
+METHODS = {
+    "sac-her": ["--sac.batch-size", "8", "--sac.critic-warmup-updates", "2"],
+    "ppo": ["--ppo.rollout-steps", "32", "--ppo.minibatch-size", "16"],
+}
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("smollm2_study", ROOT / "benchmarks" / "smollm2.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("smollm2")
+    study = load_script()
+    sacglam = str(Path(sys.executable).parent / "sacglam")
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    for method, extra in METHODS.items():
+        command = [sacglam, "train", "--config", study.CONFIGS[method], "--seed", "0"]
+        command += ["--output-dir", str(root / f"{method}-seed0"), *TINY, *extra]
+        subprocess.run(command, check=True, cwd=ROOT, env=env, capture_output=True)
+    return root
+
+
+def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_path):
+    study = load_script()
+    args = study.Args(
+        seeds=(0,), runs=runs, analyse_only=True, diagnose=True, diagnosis_episodes=4, output=tmp_path / "out"
+    )
+    study.main(args)
+    report = json.loads((tmp_path / "out" / "smollm2.json").read_text())
+    sac, ppo = report["runs"]["sac-her/seed0"], report["runs"]["ppo/seed0"]
+    assert sac["finished"] and ppo["finished"]
+    # PPO's config evaluates once, at the end: its zero-shot point is the SAC run's (same policy, episodes)
+    assert ppo["zero_shot"] == sac["zero_shot"] and set(sac["zero_shot"]) == {
+        f"{s}/{p}" for s in study.SETS for p in study.POLICIES
+    }
+    assert sac["random_floor"] == ppo["random_floor"]  # same seed: the same evaluation episodes
+    assert all(0.0 <= v <= 1.0 for v in sac["random_floor"].values())
+    for name in ("train", "held-out"):
+        critic = sac["diagnosis"][name]["critic"]
+        assert 4 <= critic["transitions"] <= 4 * 8  # the first 8 states of each of 4 episodes
+        assert critic["alpha"] > 0 and critic["mean_target_return"] >= critic["mean_return"]  # soft >= hard
+        assert sac["diagnosis"][name]["q_on_expert_states"]["mean_spread_max_minus_min"] >= 0
+        assert ppo["diagnosis"][name]["critic"]["mean_target_return"] == ppo["diagnosis"][name]["critic"]["mean_return"]
+        assert "q_on_expert_states" not in ppo["diagnosis"][name]
+    assert set(report["zero_shot_diagnosis"]["train"]["expert_verbs"]) <= {"Go", "Grasp", "Release"}
+    assert (tmp_path / "out" / "curves.png").stat().st_size > 0
+    # a second analysis takes the kept diagnoses instead of loading the models again
+    kept = runs / "sac-her-seed0" / study.DIAGNOSIS_FILE
+    kept.write_text(json.dumps({"train": {"marker": 1}}))
+    study.main(args)
+    again = json.loads((tmp_path / "out" / "smollm2.json").read_text())
+    assert again["runs"]["sac-her/seed0"]["diagnosis"] == {"train": {"marker": 1}}
