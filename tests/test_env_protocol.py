@@ -108,3 +108,41 @@ def test_goal_lines_split_and_join_back():
     assert with_goal("x\ny", "g") == "Goal: g\nx\ny"
     with pytest.raises(EnvironmentProtocolError, match="must start with a 'Goal: <goal>' line"):
         split_goal("You see: nothing")
+
+
+class CorridorWithTimeLimitFlags(Corridor):
+    """Corridor whose success on its last allowed step also reports truncated, as gymnasium's
+    TimeLimit does."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, terminated or truncated, info
+
+
+def test_an_environment_that_sets_terminated_and_truncated_together_is_reported_not_refused():
+    with pytest.warns(UserWarning, match="terminated and truncated are both set .* counts such a step as terminated"):
+        features = check_environment(CorridorWithTimeLimitFlags())
+    assert features["goal"] and features["hindsight"]
+
+
+def test_a_success_on_the_last_allowed_step_under_gymnasiums_time_limit_is_recorded_as_terminated():
+    """gymnasium's TimeLimit reports terminated and truncated together when the episode succeeds
+    on its last allowed step; the recorder keeps it as a success that must not be bootstrapped
+    (it used to pass both flags on and `Episode` refused them in the rollout worker)."""
+    from gymnasium.wrappers import TimeLimit
+
+    from sacglam.envs.text_vector import TextVectorEnv
+    from sacglam.rollout_workers.recorder import EpisodeRecorder
+
+    envs = TextVectorEnv([TimeLimit(Corridor(), max_episode_steps=3) for _ in range(2)])
+    recorder = EpisodeRecorder(2)
+    observations, infos = envs.reset(seed=0, options={"goal": ["reach cell 3"] * 2})
+    recorder.start(observations, infos)
+    finished = []
+    for _ in range(3):  # three steps right reach cell 3 exactly at the limit
+        observations, rewards, terminated, truncated, infos = envs.step(["right", "right"])
+        finished += recorder.record(["right", "right"], observations, rewards, terminated, truncated, infos)
+    assert terminated.all() and truncated.all()  # what TimeLimit reports
+    assert len(finished) == 2
+    for episode in finished:
+        assert episode.terminated and not episode.truncated and episode.rewards == (0.0, 0.0, 1.0)

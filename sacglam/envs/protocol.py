@@ -16,6 +16,7 @@ lists and goal samplers use it).
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,6 +102,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)}"
         )
     features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
+    both_flags_seen = False
     for episode in range(episodes):
         result = env.reset(seed=seed + episode)
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -138,6 +140,14 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                         f"{where}: the episode's own goal {goal!r} was reported achieved but the step was not a "
                         f"success (reward {reward}, terminated {terminated}); relabeled rewards would disagree"
                     )
+            if terminated and truncated and not both_flags_seen:
+                both_flags_seen = True
+                warnings.warn(
+                    f"{type(env.unwrapped).__name__}, {where}: terminated and truncated are both set (gymnasium's "
+                    "TimeLimit does this when an episode terminates on its last allowed step); sacglam counts such "
+                    "a step as terminated and does not bootstrap from it",
+                    stacklevel=2,
+                )
             if terminated or truncated:
                 break
         if problems:

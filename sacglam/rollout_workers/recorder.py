@@ -82,9 +82,10 @@ class EpisodeRecorder:
             episode.states.append(goal_and_rest(last_obs)[1])
             episode.candidates.append(tuple(last_candidates))
             if done:
-                finished.append(
-                    episode.episode(terminated=bool(terminated[i]), truncated=bool(truncated[i]), cut=False)
-                )
+                # Termination wins: gymnasium's TimeLimit also sets truncated when the episode
+                # terminates on its last allowed step, and a terminal state must not be bootstrapped.
+                ended = bool(terminated[i])
+                finished.append(episode.episode(terminated=ended, truncated=not ended, cut=False))
                 scene = infos["scene"][i] if infos.get("scene") else ()
                 self._open[i] = _Open(observations[i], infos["candidates"][i], scene or ())
         return finished
