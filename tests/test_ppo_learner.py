@@ -3,6 +3,7 @@ ratio exactly 1, bfloat16 included), and lamorel's value loss, value target and 
 advantage normalisation, each against a hand or naive computation."""
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -236,3 +237,101 @@ def test_relabeled_rows_keep_the_original_goals_old_policy_and_their_centre_come
         )
     metrics = PPOLearner(agent, cfg, seed=0).update(rollout)
     assert metrics["ppo/first_step_clip_fraction"] == 0.0 and metrics["ppo/first_step_log_ratio"] == 0.0
+
+
+class ThreadAllReduce:
+    """Data-parallel gradient averaging between learners running in threads of this process: the
+    contract of `distributed.average_gradients` (every rank's finite flag first, then each
+    gradient's mean over the ranks), with a barrier that times out instead of hanging."""
+
+    def __init__(self, world: int):
+        self.world, self.barrier = world, threading.Barrier(world, timeout=60)
+        self.flags: list[bool] = [True] * world
+        self.grads: list[list[torch.Tensor]] = [[] for _ in range(world)]
+        self.steps: list[list[list[torch.Tensor]]] = [[] for _ in range(world)]  # averaged, per step
+
+    def for_rank(self, rank: int):
+        def sync(params: list[torch.Tensor], finite: bool) -> bool:
+            self.flags[rank] = finite
+            self.barrier.wait()
+            if not all(self.flags):
+                return False
+            self.grads[rank] = [p.grad.clone() for p in params]
+            self.barrier.wait()
+            mean = [sum(g[i] for g in self.grads) / self.world for i in range(len(params))]
+            self.barrier.wait()
+            for p, g in zip(params, mean):
+                p.grad.copy_(g)
+            self.steps[rank].append(mean)
+            return True
+
+        return sync
+
+
+def data_parallel_update(rollout, cfg: PPOConfig, world: int) -> list[list[list[torch.Tensor]]]:
+    """`world` learners (identical agents, same seed) update on `rollout` in threads; returns each
+    rank's averaged gradients, step by step."""
+    reduce = ThreadAllReduce(world)
+    learners = []
+    for rank in range(world):
+        learner = PPOLearner(value_agent(lora_r=8), cfg, seed=0, rank=rank, world_size=world)
+        learner.gradient_sync = reduce.for_rank(rank)
+        learners.append(learner)
+    errors: list[BaseException] = []
+
+    def run(learner):
+        try:
+            learner.update(rollout)
+        except BaseException as error:  # noqa: BLE001 - reported by the test
+            errors.append(error)
+            reduce.barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(learner,)) for learner in learners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return reduce.steps
+
+
+def minibatch_size_leaving(rows: int, remainder: int) -> int:
+    return next(size for size in range(12, rows) if rows % size == remainder)
+
+
+def test_data_parallel_ppo_shares_a_last_minibatch_smaller_than_the_learners_without_an_empty_share(
+    full_task_episodes,
+):
+    """A rollout's row count is arbitrary (own plus relabeled rows): a last minibatch of one row
+    left the second learner an empty share, which failed to encode while the first learner waited
+    in the gradient all-reduce. Now that row joins the minibatch before it and both learners step."""
+    rollout, _ = rollout_from_segments(value_agent(lora_r=8), full_task_episodes, PPOConfig(), np.random.default_rng(0))
+    cfg = PPOConfig(epochs=1, minibatch_size=minibatch_size_leaving(len(rollout.actions), 1))
+    shares = [
+        [
+            share
+            for _, share in PPOLearner(value_agent(lora_r=8), cfg, seed=0, rank=r, world_size=2).minibatches(
+                len(rollout.actions)
+            )
+        ]
+        for r in (0, 1)
+    ]
+    assert all(len(share) > 0 for rank in shares for share in rank)
+    every_row = torch.cat([share for rank in shares for share in rank]).sort().values
+    assert torch.equal(every_row, torch.arange(len(rollout.actions)))  # each row in one share
+    steps = data_parallel_update(rollout, cfg, world=2)
+    assert len(steps[0]) == len(steps[1]) == len(rollout.actions) // cfg.minibatch_size
+
+
+def test_data_parallel_ppo_steps_are_the_single_learners_when_shares_are_unequal(full_task_episodes):
+    """A minibatch of 3 rows on 2 learners is shared 2 and 1: each learner's mean loss is weighted
+    by its share, so the averaged gradient is the 3-row mean (a plain average of the two means
+    would weigh the lone row twice)."""
+    rollout, _ = rollout_from_segments(value_agent(lora_r=8), full_task_episodes, PPOConfig(), np.random.default_rng(0))
+    cfg = PPOConfig(epochs=1, minibatch_size=minibatch_size_leaving(len(rollout.actions), 3))
+    parallel = data_parallel_update(rollout, cfg, world=2)
+    single = data_parallel_update(rollout, cfg, world=1)[0]
+    assert len(single) == len(parallel[0]) == -(-len(rollout.actions) // cfg.minibatch_size)
+    for step, (mine, reference) in enumerate(zip(parallel[0], single)):
+        for a, b in zip(mine, reference):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"step {step}")

@@ -15,8 +15,8 @@ LoRA on the top blocks only, the frozen trunk it computes is kept for the epochs
 
 With several data-parallel learners, every learner holds the whole rollout and draws the same
 minibatches (same seed); each computes the old policy and the loss on its share of every
-minibatch (rows rank::world) and the gradients are averaged, which is the single-learner step
-when the shares are equal. Advantages are normalised over the whole rollout (lamorel's PPO, the
+minibatch (rows rank::world), weighted by the share's size, and the gradients are averaged,
+which is the single-learner step. Advantages are normalised over the whole rollout (lamorel's PPO, the
 paper's baseline code; `advantage_normalization`), or per minibatch before it is split.
 """
 
@@ -78,11 +78,22 @@ class PPOLearner:
         self._trunks: dict[int, tuple[EncodedBatch, FrozenTrunk]] = {}
 
     def minibatches(self, size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The rollout's fixed minibatches: (its rows, this rank's share of them), from one shuffle."""
+        """The rollout's fixed minibatches: (its rows, this rank's share of them), from one shuffle.
+        With data-parallel learners a last minibatch smaller than their number joins the one before
+        it, so that every learner has a row of every minibatch (a rollout's row count, own plus
+        relabeled, is arbitrary)."""
+        if size < self.world_size:
+            raise ValueError(f"a rollout of {size} rows cannot be shared by {self.world_size} learners")
         order = torch.randperm(size, generator=self.generator)
+        bounds = [
+            (start, min(start + self.config.minibatch_size, size))
+            for start in range(0, size, self.config.minibatch_size)
+        ]
+        if len(bounds) > 1 and bounds[-1][1] - bounds[-1][0] < self.world_size:
+            bounds[-2:] = [(bounds[-2][0], size)]
         out = []
-        for start in range(0, size, self.config.minibatch_size):
-            rows = order[start : start + self.config.minibatch_size]
+        for start, end in bounds:
+            rows = order[start:end]
             out.append((rows, rows[torch.arange(self.rank, len(rows), self.world_size)]))
         return out
 
@@ -179,7 +190,11 @@ class PPOLearner:
                 finite = bool(torch.isfinite(losses.total))
                 drop_gradients(self._params)
                 if finite:
-                    losses.total.backward()
+                    # Shares of a minibatch may differ by a row: weighting each learner's mean loss by
+                    # its share makes the gradient average (a plain mean over learners) the mean over
+                    # the minibatch's rows, the single learner's step.
+                    share_weight = self.world_size * len(rows) / len(minibatch)
+                    (losses.total * share_weight if self.world_size > 1 else losses.total).backward()
                 if self.gradient_sync is not None:  # every rank takes part, even one whose loss broke
                     finite = self.gradient_sync(self._params, finite)
                 if not finite:
