@@ -356,3 +356,68 @@ def test_advance_never_passes_the_total():
     for steps in (4, 4, 4, 4):
         advance(bar, steps)
     assert bar.n == 10
+
+
+def test_after_an_inference_restart_ppo_trains_only_on_rollouts_acted_with_the_last_updates_weights(
+    tmp_path, monkeypatch
+):
+    """An inference actor that restarts mid-rollout acts with its initial weights (version -1)
+    until the driver sends the weights again. PPO's learner takes the old policy with the last
+    update's weights, so those steps would be trained on as if on-policy: the driver now waits for
+    the weights and the rollout is collected again. Every rollout trained on has only chunks of
+    the version published for it (before: the chunks of version -1 were trained on)."""
+    from sacglam.learner.service import LearnerService
+    from sacglam.rollout_workers.service import RolloutService
+
+    events: list = []  # chunk versions, "train" and "discard", in the order they happen
+    real_collect, real_train = RolloutService.collect, LearnerService.train
+    real_discard = getattr(RolloutService, "discard", None)
+
+    def collect(self, *args, **kwargs):
+        report = real_collect(self, *args, **kwargs)
+        events.append(report.policy_version)
+        return report
+
+    def train(self, units):
+        events.append("train")
+        return real_train(self, units)
+
+    def discard(self):
+        events.append("discard")
+        return real_discard(self)
+
+    monkeypatch.setattr(RolloutService, "collect", collect)
+    monkeypatch.setattr(LearnerService, "train", train)
+    monkeypatch.setattr(RolloutService, "discard", discard, raising=False)
+    restarted: dict = {}
+
+    def restart_inference_mid_rollout(driver):
+        server = driver.parts.inference[0].target
+        if "initial" not in restarted:
+            restarted["initial"] = {k: v.clone() for k, v in server.agent.trainable_state_dict().items()}
+        elif (
+            "at" not in restarted and driver.c.updates >= 1 and driver.c.env_steps % driver.cfg.ppo.rollout_steps >= 16
+        ):
+            server.agent.load_trainable_state_dict(restarted["initial"])  # as a fresh actor builds it
+            server.version = -1
+            restarted["at"] = driver.c.env_steps
+
+    cfg = _ppo_cfg(tmp_path, "restart", total_env_steps=256, pipeline=PipelineConfig(rollout_workers=2))
+    run_pipeline(cfg, on_chunk=restart_inference_mid_rollout, announce=lambda _: None)
+    assert "at" in restarted
+    rollouts, current = [], []
+    for event in events:
+        if event in ("train", "discard"):
+            rollouts.append((event, current))
+            current = []
+        else:
+            current.append(event)
+    trained = [versions for event, versions in rollouts if event == "train"]
+    assert len(trained) == 4  # 256 env steps of kept rollouts: the discarded one was collected again
+    for k, versions in enumerate(trained):
+        assert set(versions) == {k}, (k, versions)  # rollout k acted with the weights of update k only
+    assert any(event == "discard" and -1 in versions for event, versions in rollouts)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    discarded = max(r.get("rollout/discarded_env_steps", 0) for r in rows)
+    assert 16 <= discarded < cfg.ppo.rollout_steps
+    assert all(r.get("inference/policy_lag_max", 0) == 0 for r in rows)

@@ -56,6 +56,7 @@ class Counters:
     train_metrics: dict[str, float] = field(default_factory=dict)  # of the last training call (logged until the next)
     plan_version: int = 0  # the goal sampler's newest plan version the driver knows of
     plan_sent: list[int] = field(default_factory=list)  # per rollout worker: the plan version it was sent
+    discarded_env_steps: int = 0  # collected with stale weights and dropped (on-policy schedule)
 
 
 class PipelineDriver:
@@ -189,11 +190,13 @@ class PipelineDriver:
             self.parts.dashboard.count(result.env_steps, result.episodes)
         if self.parts.goal_sampler is not None:
             self._teach_goal_sampler(result)
-        if not explore:
-            if result.policy_version < 0 <= c.published:
-                self.publish()  # a restarted inference actor came back without weights
+        if not explore and result.policy_version < 0 <= c.published:
+            # A restarted inference actor came back without weights; an on-policy schedule waits for
+            # them (it collects the rollout again), an off-policy one goes on while they travel.
+            self.publish(wait=self.schedule.on_policy)
+        kept = self.schedule.collected(self, result)
+        if not explore and kept:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)
-        self.schedule.collected(self, result)
         if c.env_steps >= c.next_log:
             self.log()
             c.next_log += self.cfg.log_every
@@ -291,6 +294,8 @@ class PipelineDriver:
                 "time/updates_per_s": c.updates / max(c.train_seconds, 1e-9),
             }
         )
+        if self.schedule.on_policy:
+            record["rollout/discarded_env_steps"] = c.discarded_env_steps
         self.logger.log(c.env_steps, record)
         if self.parts.dashboard is not None:
             self.parts.dashboard.record(record)

@@ -14,7 +14,9 @@ schedule is the algorithm's plug-in.
   with the weights of the last update (policy lag 0); the rollout's end cuts the open episodes
   into segments; the learners train on the whole rollout (PPO's epochs), the new weights reach
   inference before the next rollout starts, and the rollout storage is cleared. The budget is
-  rounded up to whole rollouts. Evaluations and checkpoints happen between rollouts.
+  rounded up to whole rollouts. Evaluations and checkpoints happen between rollouts. A chunk that
+  acted with other weights (a restarted inference actor) makes the rollout be collected again,
+  with the weights the driver waited for (`discarded_env_steps` counts the steps dropped).
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ def updates_due(env_steps: int, learning_from: int | None, update_every: int, gr
 
 
 class Schedule(Protocol):
+    on_policy: bool  # acts only with the last update's weights (it waits for them after a broadcast)
+
     def issue(self, driver: PipelineDriver) -> None:
         """Start the collection and training calls the schedule allows now."""
 
-    def collected(self, driver: PipelineDriver, result: ChunkReport) -> None:
-        """A collection chunk came back (the driver has counted it)."""
+    def collected(self, driver: PipelineDriver, result: ChunkReport) -> bool:
+        """A collection chunk came back (the driver has counted its env steps and episodes).
+        Returns whether its data is kept for training."""
 
     def trained(self, driver: PipelineDriver, units: int) -> None:
         """A training call of `units` came back (the driver has counted its metrics)."""
@@ -55,6 +60,8 @@ class Schedule(Protocol):
 
 
 class OffPolicySchedule:
+    on_policy = False
+
     def __init__(self, driver: PipelineDriver):
         self.updates_issued = driver.c.updates
         self.trained_through = driver.c.env_steps  # env steps whose updates have been asked for
@@ -81,11 +88,12 @@ class OffPolicySchedule:
                 return
             d.collect(d.cfg.pipeline.chunk_steps, explore=d.issued_steps < sac.random_steps)
 
-    def collected(self, d: PipelineDriver, result: ChunkReport) -> None:
+    def collected(self, d: PipelineDriver, result: ChunkReport) -> bool:
         sac = d.cfg.sac
         if d.c.learning_from is None and d.c.env_steps >= sac.random_steps:
             if resolve(d.parts.storage.call(ExperienceStore.size)) >= sac.batch_size:
                 d.c.learning_from = d.c.env_steps
+        return True  # off-policy: any weights' data is kept
 
     def trained(self, d: PipelineDriver, units: int) -> None:
         d.c.updates += units
@@ -103,16 +111,30 @@ class OffPolicySchedule:
 
 
 class OnPolicySchedule:
+    on_policy = True
+
     def __init__(self, driver: PipelineDriver):
         self.rollout_vector_steps = driver.cfg.ppo.rollout_steps // driver.cfg.num_envs
         self.left = [self.rollout_vector_steps] * len(driver.parts.workers)  # vector steps each worker owes
         self.training = False
+        # A chunk of this rollout acted with other weights than the last update's (an inference
+        # actor restarted and acted with its initial weights before the driver re-sent them): the
+        # learner takes PPO's old policy with the last update's weights, so that data would be
+        # off-policy. The rollout is collected again once the chunks in flight are back.
+        self.stale = False
+        self.rollout_env_steps = 0  # collected so far in this rollout (what a redo discards)
 
     def _between_rollouts(self, d: PipelineDriver) -> bool:
         return not d.in_flight and not self.training and all(n == self.rollout_vector_steps for n in self.left)
 
     def issue(self, d: PipelineDriver) -> None:
-        if self.training or self.done(d):
+        if self.training:
+            return
+        if self.stale:
+            if d.in_flight:
+                return  # every chunk of the rollout comes back before it is discarded
+            self._discard(d)
+        if self.done(d):
             return
         if not self._between_rollouts(d) or not (d.eval_due() or d.checkpoint_due()):
             chunk = d.cfg.pipeline.chunk_steps
@@ -127,15 +149,30 @@ class OnPolicySchedule:
             self.training = True
             d.train(1)
 
-    def collected(self, d: PipelineDriver, result: ChunkReport) -> None:
-        pass
+    def collected(self, d: PipelineDriver, result: ChunkReport) -> bool:
+        self.rollout_env_steps += result.env_steps
+        if result.policy_version != d.c.published:
+            self.stale = True
+        return not self.stale
+
+    def _discard(self, d: PipelineDriver) -> None:
+        """Drop the rollout collected so far: the workers' open segments (each slot's next segment
+        starts where it is) and the storage's; the next rollout starts with the current weights."""
+        resolve_all([w.call(RolloutService.discard) for w in d.parts.workers])
+        resolve(d.parts.storage.call(RolloutStorage.clear))
+        d.c.discarded_env_steps += self.rollout_env_steps
+        self._new_rollout(d)
+
+    def _new_rollout(self, d: PipelineDriver) -> None:
+        self.stale, self.rollout_env_steps = False, 0
+        self.left = [self.rollout_vector_steps] * len(d.parts.workers)
 
     def trained(self, d: PipelineDriver, units: int) -> None:
         d.c.updates += units
         d.publish(wait=True)  # the next rollout acts with these weights: policy lag 0
         resolve(d.parts.storage.call(RolloutStorage.clear))
         self.training = False
-        self.left = [self.rollout_vector_steps] * len(d.parts.workers)
+        self._new_rollout(d)
 
     def may_evaluate(self, d: PipelineDriver) -> bool:
         return self._between_rollouts(d)

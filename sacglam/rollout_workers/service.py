@@ -69,6 +69,14 @@ class RolloutService:
             resolve(pending)
         return True
 
+    def discard(self) -> bool:
+        """Drop the open episodes' segments collected so far (after the storage has what was sent):
+        each slot's next segment starts from its current state. The on-policy schedule calls it to
+        collect a rollout again."""
+        self.flush()
+        self.worker.recorder.cut()
+        return True
+
     def get_state(self) -> bytes:
         self.flush()
         return self.worker.get_state()
