@@ -358,14 +358,20 @@ def test_advance_never_passes_the_total():
     assert bar.n == 10
 
 
+@pytest.mark.parametrize(
+    "restart_after, eval_every, checkpoint_every",
+    [(1, 256, 0), (1, 84, 0), (1, 256, 84), (3, 256, 0)],
+    ids=["mid-run", "evaluation-due-at-the-redo", "checkpoint-due-at-the-redo", "last-rollout"],
+)
 def test_after_an_inference_restart_ppo_trains_only_on_rollouts_acted_with_the_last_updates_weights(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, restart_after, eval_every, checkpoint_every
 ):
     """An inference actor that restarts mid-rollout acts with its initial weights (version -1)
     until the driver sends the weights again. PPO's learner takes the old policy with the last
     update's weights, so those steps would be trained on as if on-policy: the driver now waits for
     the weights and the rollout is collected again. Every rollout trained on has only chunks of
-    the version published for it (before: the chunks of version -1 were trained on)."""
+    the version published for it (before: the chunks of version -1 were trained on), also when an
+    evaluation or a checkpoint falls due at the redo, or the restart hits the last rollout."""
     from sacglam.learner.service import LearnerService
     from sacglam.rollout_workers.service import RolloutService
 
@@ -396,13 +402,21 @@ def test_after_an_inference_restart_ppo_trains_only_on_rollouts_acted_with_the_l
         if "initial" not in restarted:
             restarted["initial"] = {k: v.clone() for k, v in server.agent.trainable_state_dict().items()}
         elif (
-            "at" not in restarted and driver.c.updates >= 1 and driver.c.env_steps % driver.cfg.ppo.rollout_steps >= 16
+            "at" not in restarted
+            and driver.c.updates >= restart_after
+            and driver.c.env_steps % driver.cfg.ppo.rollout_steps >= 16
         ):
             server.agent.load_trainable_state_dict(restarted["initial"])  # as a fresh actor builds it
             server.version = -1
             restarted["at"] = driver.c.env_steps
 
-    cfg = _ppo_cfg(tmp_path, "restart", total_env_steps=256, pipeline=PipelineConfig(rollout_workers=2))
+    cfg = _ppo_cfg(
+        tmp_path,
+        "restart",
+        total_env_steps=256,
+        eval_every=eval_every,
+        pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=checkpoint_every),
+    )
     run_pipeline(cfg, on_chunk=restart_inference_mid_rollout, announce=lambda _: None)
     assert "at" in restarted
     rollouts, current = [], []
@@ -413,7 +427,7 @@ def test_after_an_inference_restart_ppo_trains_only_on_rollouts_acted_with_the_l
         else:
             current.append(event)
     trained = [versions for event, versions in rollouts if event == "train"]
-    assert len(trained) == 4  # 256 env steps of kept rollouts: the discarded one was collected again
+    assert len(trained) == 4  # 256 env steps of kept rollouts: the discarded one does not count
     for k, versions in enumerate(trained):
         assert set(versions) == {k}, (k, versions)  # rollout k acted with the weights of update k only
     assert any(event == "discard" and -1 in versions for event, versions in rollouts)
@@ -421,3 +435,16 @@ def test_after_an_inference_restart_ppo_trains_only_on_rollouts_acted_with_the_l
     discarded = max(r.get("rollout/discarded_env_steps", 0) for r in rows)
     assert 16 <= discarded < cfg.ppo.rollout_steps
     assert all(r.get("inference/policy_lag_max", 0) == 0 for r in rows)
+
+
+def test_an_inference_actor_that_keeps_acting_with_other_weights_stops_a_ppo_run_with_a_clear_error(tmp_path):
+    """A rollout acted with other weights is collected again, but not forever: an inference actor
+    that comes back without weights at every rollout ends the run with one line saying so."""
+
+    def restart_at_every_chunk_after_the_first_update(driver):
+        if driver.c.updates >= 1:
+            driver.parts.inference[0].target.version = -1
+
+    cfg = _ppo_cfg(tmp_path, "restarts", total_env_steps=256, pipeline=PipelineConfig(rollout_workers=2))
+    with pytest.raises(RuntimeError, match="3 rollouts in a row acted with other weights than the last update's"):
+        run_pipeline(cfg, on_chunk=restart_at_every_chunk_after_the_first_update, announce=lambda _: None)

@@ -249,6 +249,7 @@ class ThreadAllReduce:
         self.flags: list[bool] = [True] * world
         self.grads: list[list[torch.Tensor]] = [[] for _ in range(world)]
         self.steps: list[list[list[torch.Tensor]]] = [[] for _ in range(world)]  # averaged, per step
+        self.metrics: list[dict[str, float]] = [{} for _ in range(world)]  # each rank's update metrics
 
     def for_rank(self, rank: int):
         def sync(params: list[torch.Tensor], finite: bool) -> bool:
@@ -268,9 +269,9 @@ class ThreadAllReduce:
         return sync
 
 
-def data_parallel_update(rollout, cfg: PPOConfig, world: int) -> list[list[list[torch.Tensor]]]:
-    """`world` learners (identical agents, same seed) update on `rollout` in threads; returns each
-    rank's averaged gradients, step by step."""
+def data_parallel_update(rollout, cfg: PPOConfig, world: int) -> ThreadAllReduce:
+    """`world` learners (identical agents, same seed) update on `rollout` in threads; returns the
+    all-reduce, which holds each rank's averaged gradients step by step and its update metrics."""
     reduce = ThreadAllReduce(world)
     learners = []
     for rank in range(world):
@@ -281,7 +282,7 @@ def data_parallel_update(rollout, cfg: PPOConfig, world: int) -> list[list[list[
 
     def run(learner):
         try:
-            learner.update(rollout)
+            reduce.metrics[learner.rank] = learner.update(rollout)
         except BaseException as error:  # noqa: BLE001 - reported by the test
             errors.append(error)
             reduce.barrier.abort()
@@ -292,7 +293,7 @@ def data_parallel_update(rollout, cfg: PPOConfig, world: int) -> list[list[list[
     for thread in threads:
         thread.join()
     assert not errors, errors
-    return reduce.steps
+    return reduce
 
 
 def minibatch_size_leaving(rows: int, remainder: int) -> int:
@@ -319,7 +320,7 @@ def test_data_parallel_ppo_shares_a_last_minibatch_smaller_than_the_learners_wit
     assert all(len(share) > 0 for rank in shares for share in rank)
     every_row = torch.cat([share for rank in shares for share in rank]).sort().values
     assert torch.equal(every_row, torch.arange(len(rollout.actions)))  # each row in one share
-    steps = data_parallel_update(rollout, cfg, world=2)
+    steps = data_parallel_update(rollout, cfg, world=2).steps
     assert len(steps[0]) == len(steps[1]) == len(rollout.actions) // cfg.minibatch_size
 
 
@@ -330,8 +331,12 @@ def test_data_parallel_ppo_steps_are_the_single_learners_when_shares_are_unequal
     rollout, _ = rollout_from_segments(value_agent(lora_r=8), full_task_episodes, PPOConfig(), np.random.default_rng(0))
     cfg = PPOConfig(epochs=1, minibatch_size=minibatch_size_leaving(len(rollout.actions), 3))
     parallel = data_parallel_update(rollout, cfg, world=2)
-    single = data_parallel_update(rollout, cfg, world=1)[0]
-    assert len(single) == len(parallel[0]) == -(-len(rollout.actions) // cfg.minibatch_size)
-    for step, (mine, reference) in enumerate(zip(parallel[0], single)):
+    single = data_parallel_update(rollout, cfg, world=1)
+    assert len(single.steps[0]) == len(parallel.steps[0]) == -(-len(rollout.actions) // cfg.minibatch_size)
+    for step, (mine, reference) in enumerate(zip(parallel.steps[0], single.steps[0])):
         for a, b in zip(mine, reference):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=f"step {step}")
+    # the driver logs the plain mean of the learners' metrics: weighted like the loss, it is the minibatch's
+    for name in ("loss/policy", "loss/value", "entropy", "ppo/approx_kl", "grad_norm"):
+        mean = sum(m[name] for m in parallel.metrics) / 2
+        assert mean == pytest.approx(single.metrics[0][name], rel=1e-4, abs=1e-7), name

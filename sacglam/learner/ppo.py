@@ -16,7 +16,8 @@ LoRA on the top blocks only, the frozen trunk it computes is kept for the epochs
 With several data-parallel learners, every learner holds the whole rollout and draws the same
 minibatches (same seed); each computes the old policy and the loss on its share of every
 minibatch (rows rank::world), weighted by the share's size, and the gradients are averaged,
-which is the single-learner step. Advantages are normalised over the whole rollout (lamorel's PPO, the
+which is the single learner's step on the same minibatches (a last minibatch smaller than the
+number of learners joins the one before it, so there may be one step fewer per epoch). Advantages are normalised over the whole rollout (lamorel's PPO, the
 paper's baseline code; `advantage_normalization`), or per minibatch before it is split.
 """
 
@@ -187,13 +188,13 @@ class PPOLearner:
                 )
                 if steps == 0:  # before any weight moved: 0 on own rows, by construction
                     first_step = self._first_step_metrics(out.log_pi.detach(), rollout, rows, old, losses.clip_fraction)
+                share_weight = self.world_size * len(rows) / len(minibatch)
                 finite = bool(torch.isfinite(losses.total))
                 drop_gradients(self._params)
                 if finite:
                     # Shares of a minibatch may differ by a row: weighting each learner's mean loss by
                     # its share makes the gradient average (a plain mean over learners) the mean over
                     # the minibatch's rows, the single learner's step.
-                    share_weight = self.world_size * len(rows) / len(minibatch)
                     (losses.total * share_weight if self.world_size > 1 else losses.total).backward()
                 if self.gradient_sync is not None:  # every rank takes part, even one whose loss broke
                     finite = self.gradient_sync(self._params, finite)
@@ -215,7 +216,9 @@ class PPOLearner:
                     ("ppo/approx_kl", losses.approx_kl),
                     ("grad_norm", grad_norm),
                 ):
-                    sums[name] = sums.get(name, 0.0) + float(value.detach())
+                    # weighted as the loss: the driver's mean over learners is then the minibatch's
+                    weighted = float(value.detach()) * share_weight if self.world_size > 1 else float(value.detach())
+                    sums[name] = sums.get(name, 0.0) + weighted
         drop_gradients(self._params)
         self._trunks.clear()
         return {name: total / steps for name, total in sums.items()} | first_step

@@ -191,9 +191,7 @@ class PipelineDriver:
         if self.parts.goal_sampler is not None:
             self._teach_goal_sampler(result)
         if not explore and result.policy_version < 0 <= c.published:
-            # A restarted inference actor came back without weights; an on-policy schedule waits for
-            # them (it collects the rollout again), an off-policy one goes on while they travel.
-            self.publish(wait=self.schedule.on_policy)
+            self.schedule.weights_lost(self)  # a restarted inference actor came back without weights
         kept = self.schedule.collected(self, result)
         if not explore and kept:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)

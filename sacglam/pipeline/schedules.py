@@ -16,7 +16,8 @@ schedule is the algorithm's plug-in.
   inference before the next rollout starts, and the rollout storage is cleared. The budget is
   rounded up to whole rollouts. Evaluations and checkpoints happen between rollouts. A chunk that
   acted with other weights (a restarted inference actor) makes the rollout be collected again,
-  with the weights the driver waited for (`discarded_env_steps` counts the steps dropped).
+  with the weights the driver waited for; the steps dropped (`discarded_env_steps`) do not count
+  towards the budget.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from sacglam.pipeline.driver import PipelineDriver
 
 
+MAX_REDOS = 3  # rollouts discarded in a row before the run stops with an error
+
+
 def updates_due(env_steps: int, learning_from: int | None, update_every: int, gradient_steps: int) -> int:
     """Updates the paper's schedule asks for once `env_steps` are collected (0 before learning starts)."""
     if learning_from is None:
@@ -44,6 +48,10 @@ class Schedule(Protocol):
 
     def issue(self, driver: PipelineDriver) -> None:
         """Start the collection and training calls the schedule allows now."""
+
+    def weights_lost(self, driver: PipelineDriver) -> None:
+        """A chunk acted with no weights from the learners (a restarted inference actor, version
+        -1): send them again."""
 
     def collected(self, driver: PipelineDriver, result: ChunkReport) -> bool:
         """A collection chunk came back (the driver has counted its env steps and episodes).
@@ -88,6 +96,9 @@ class OffPolicySchedule:
                 return
             d.collect(d.cfg.pipeline.chunk_steps, explore=d.issued_steps < sac.random_steps)
 
+    def weights_lost(self, d: PipelineDriver) -> None:
+        d.publish()  # off-policy: collection goes on while the weights travel
+
     def collected(self, d: PipelineDriver, result: ChunkReport) -> bool:
         sac = d.cfg.sac
         if d.c.learning_from is None and d.c.env_steps >= sac.random_steps:
@@ -122,20 +133,16 @@ class OnPolicySchedule:
         # learner takes PPO's old policy with the last update's weights, so that data would be
         # off-policy. The rollout is collected again once the chunks in flight are back.
         self.stale = False
+        self.resent = False  # the weights were sent again (and waited for) during this rollout
+        self.redos = 0  # rollouts discarded in a row
         self.rollout_env_steps = 0  # collected so far in this rollout (what a redo discards)
 
     def _between_rollouts(self, d: PipelineDriver) -> bool:
         return not d.in_flight and not self.training and all(n == self.rollout_vector_steps for n in self.left)
 
     def issue(self, d: PipelineDriver) -> None:
-        if self.training:
-            return
-        if self.stale:
-            if d.in_flight:
-                return  # every chunk of the rollout comes back before it is discarded
-            self._discard(d)
-        if self.done(d):
-            return
+        if self.training or self.stale or self.done(d):
+            return  # a stale rollout waits for its chunks in flight (`collected` discards it)
         if not self._between_rollouts(d) or not (d.eval_due() or d.checkpoint_due()):
             chunk = d.cfg.pipeline.chunk_steps
             for index in list(d.idle_workers):
@@ -149,22 +156,37 @@ class OnPolicySchedule:
             self.training = True
             d.train(1)
 
+    def weights_lost(self, d: PipelineDriver) -> None:
+        if not self.resent:  # once per rollout: it is collected again anyway
+            d.publish(wait=True)
+            self.resent = True
+
     def collected(self, d: PipelineDriver, result: ChunkReport) -> bool:
         self.rollout_env_steps += result.env_steps
         if result.policy_version != d.c.published:
             self.stale = True
+        if self.stale and not any(kind == "collect" for kind, _ in d.in_flight.values()):
+            self._discard(d)  # here, so that the run loop sees the schedule between rollouts at once
+            return False
         return not self.stale
 
     def _discard(self, d: PipelineDriver) -> None:
         """Drop the rollout collected so far: the workers' open segments (each slot's next segment
         starts where it is) and the storage's; the next rollout starts with the current weights."""
+        self.redos += 1
+        if self.redos > MAX_REDOS:
+            raise RuntimeError(
+                f"{MAX_REDOS} rollouts in a row acted with other weights than the last update's: an inference "
+                "actor keeps restarting (see its logs on the Ray dashboard) or holds a newer weights version "
+                "than the run publishes"
+            )
         resolve_all([w.call(RolloutService.discard) for w in d.parts.workers])
         resolve(d.parts.storage.call(RolloutStorage.clear))
         d.c.discarded_env_steps += self.rollout_env_steps
         self._new_rollout(d)
 
     def _new_rollout(self, d: PipelineDriver) -> None:
-        self.stale, self.rollout_env_steps = False, 0
+        self.stale, self.resent, self.rollout_env_steps = False, False, 0
         self.left = [self.rollout_vector_steps] * len(d.parts.workers)
 
     def trained(self, d: PipelineDriver, units: int) -> None:
@@ -172,6 +194,7 @@ class OnPolicySchedule:
         d.publish(wait=True)  # the next rollout acts with these weights: policy lag 0
         resolve(d.parts.storage.call(RolloutStorage.clear))
         self.training = False
+        self.redos = 0
         self._new_rollout(d)
 
     def may_evaluate(self, d: PipelineDriver) -> bool:
@@ -181,7 +204,9 @@ class OnPolicySchedule:
         return self._between_rollouts(d)
 
     def done(self, d: PipelineDriver) -> bool:
-        return d.c.env_steps >= d.cfg.total_env_steps and self._between_rollouts(d)
+        # Discarded steps do not count: a fault costs env steps, not rollouts trained on.
+        kept = d.c.env_steps - d.c.discarded_env_steps
+        return kept >= d.cfg.total_env_steps and self._between_rollouts(d)
 
 
 def make_schedule(driver: PipelineDriver) -> Schedule:
