@@ -28,9 +28,20 @@ def run_pipeline(
     if cfg.resume is not None:
         cfg = replace(cfg, output_dir=cfg.resume)
     store = CheckpointStore(cfg.output_dir / "checkpoints", keep=cfg.pipeline.keep_checkpoints)
-    latest = store.latest()
+    latest, damaged = store.latest_intact() if cfg.resume is not None else (None, [])
     if cfg.resume is not None and latest is None:
+        if damaged:
+            found = "; ".join(f"{path.name}: {problem}" for path, problem in damaged)
+            raise RunDirectoryError(
+                f"{cfg.resume} holds no intact checkpoint to resume from ({found}); nothing was changed"
+            )
         raise RunDirectoryError(f"{cfg.resume} holds no complete checkpoint to resume from (no checkpoints/latest)")
+    for path, problem in damaged:  # a resume falls back to the newest intact checkpoint
+        moved = store.set_aside(path, latest)
+        assert latest is not None
+        announce(
+            f"warning: checkpoint {path.name} is damaged ({problem}): resuming from {latest.name}; moved to {moved.name}"
+        )
     if cfg.resume is None and store.root.exists() and any(store.root.iterdir()):
         raise RunDirectoryError(
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "

@@ -1,0 +1,149 @@
+"""Checkpoints that detect their own damage: each is sealed with a manifest of its files' sizes and
+checksums; a resume skips a damaged one for the newest intact one with a one-line warning (and sets
+it aside), and fails in one line naming the damaged files when none is intact. Every kind of file a
+checkpoint holds (learner, replay snapshot, rollout workers, driver counters, goal sampler) is
+truncated, deleted and garbled in turn."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from sacglam.cli import main
+from sacglam.config import AgentConfig, GoalSamplerConfig, PipelineConfig, SACConfig, TrainConfig
+from sacglam.pipeline.run import RunDirectoryError, run_pipeline
+from sacglam.runtime.checkpoint import COMPLETE, MANIFEST, CheckpointStore
+
+TINY = AgentConfig(model="tiny-causal", lora_r=0, critic="action", critic_width=32)
+KINDS = {  # what each part of a checkpoint is called in it
+    "learner": "learner.pt",
+    "workers": "workers.pkl",
+    "driver": "driver.json",
+    "goal sampler": "goal_sampler.pt",
+    "replay": "replay",  # a directory of Arrow files
+}
+
+
+def config(tmp_path, name: str) -> TrainConfig:
+    """SAC-GLAM+HER with its own goal sampler, so that a checkpoint holds every kind of file."""
+    return TrainConfig(
+        algo="sac-her",
+        agent=TINY,
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        goal_sampler=GoalSamplerConfig(mode="progress"),
+        num_envs=8,
+        total_env_steps=256,
+        eval_every=256,
+        eval_episodes=4,
+        log_every=64,
+        warm_start_steps=2,
+        output_dir=tmp_path / name,
+        progress=False,
+        pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=128),
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A run that kept two checkpoints (at 128 and 256 env steps)."""
+    cfg = config(tmp_path_factory.mktemp("checkpoints"), "run")
+    run_pipeline(cfg, announce=lambda _: None)
+    return cfg.output_dir
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    target = tmp_path / "run"
+    shutil.copytree(finished_run, target)
+    return target
+
+
+def damage_file(checkpoint, kind: str, how: str) -> str:
+    """Damage the `kind` file of `checkpoint` (`truncated`, `missing` or `garbled`: same size,
+    other bytes); returns its name in the manifest."""
+    path = checkpoint / KINDS[kind]
+    if path.is_dir():
+        path = max(p for p in path.rglob("*") if p.is_file())
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:100] if len(data) > 100 else data[:-1])
+    elif how == "missing":
+        path.unlink()
+    else:
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    return path.relative_to(checkpoint).as_posix()
+
+
+def test_a_checkpoint_is_sealed_with_a_manifest_of_every_file(finished_run):
+    store = CheckpointStore(finished_run / "checkpoints")
+    newest, skipped = store.latest_intact()
+    assert newest is not None and newest.name == "step-000000256" and not skipped
+    files = json.loads((newest / MANIFEST).read_text())["files"]
+    assert {name.split("/")[0] for name in files} == set(KINDS.values())
+    assert all(entry["bytes"] > 0 and len(entry["sha256"]) == 64 for entry in files.values())
+    assert (newest / COMPLETE).read_text() == "256"
+
+
+@pytest.mark.parametrize("how", ["truncated", "missing", "garbled"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_damaged_file_of_any_kind_makes_its_checkpoint_skipped_for_the_one_before(run_copy, kind, how):
+    store = CheckpointStore(run_copy / "checkpoints")
+    newest = store.latest()
+    assert newest is not None
+    name = damage_file(newest, kind, how)
+    intact, skipped = store.latest_intact()
+    assert intact is not None and intact.name == "step-000000128"
+    assert [path for path, _ in skipped] == [newest]
+    assert (
+        name in skipped[0][1]
+        and {"truncated": "bytes where", "missing": "is missing", "garbled": "checksum"}[how] in skipped[0][1]
+    )
+
+
+def test_a_resume_falls_back_to_the_newest_intact_checkpoint_with_a_one_line_warning(run_copy):
+    newest = run_copy / "checkpoints" / "step-000000256"
+    damage_file(newest, "learner", "truncated")  # a full disk at the last checkpoint
+    messages: list[str] = []
+    cfg = replace(config(run_copy.parent, "unused"), resume=run_copy, total_env_steps=384)
+    run_pipeline(cfg, announce=messages.append)
+    warning = next(m for m in messages if m.startswith("warning"))
+    assert "\n" not in warning and "step-000000256 is damaged (learner.pt has 100 bytes where" in warning
+    assert "resuming from step-000000128" in warning
+    assert any("resumed" in m and "128 env steps" in m for m in messages)
+    assert (run_copy / "checkpoints" / "damaged-step-000000256").is_dir()  # kept for inspection
+    assert CheckpointStore(run_copy / "checkpoints").latest().name == "step-000000384"
+    rows = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["env_steps"] >= 384
+
+
+def test_a_resume_with_no_intact_checkpoint_fails_in_one_line_naming_the_damaged_files(run_copy, capsys):
+    checkpoints = run_copy / "checkpoints"
+    damage_file(checkpoints / "step-000000256", "replay", "garbled")
+    damage_file(checkpoints / "step-000000128", "driver", "missing")
+    before = sorted(p.name for p in checkpoints.iterdir())
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--resume", str(run_copy), "--no-progress"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and error.startswith("sacglam: ") and "holds no intact checkpoint" in error
+    assert "step-000000256: replay/" in error and "does not match its checksum" in error
+    assert "step-000000128: driver.json is missing" in error
+    assert sorted(p.name for p in checkpoints.iterdir()) == before  # nothing was changed
+
+
+def test_a_checkpoint_written_before_manifests_is_taken_as_it_is(run_copy):
+    store = CheckpointStore(run_copy / "checkpoints")
+    newest = store.latest()
+    assert newest is not None
+    (newest / MANIFEST).unlink()
+    assert store.latest_intact() == (newest, [])
+
+
+def test_a_fresh_run_over_damaged_checkpoints_is_still_refused(run_copy):
+    damage_file(run_copy / "checkpoints" / "step-000000256", "workers", "missing")
+    with pytest.raises(RunDirectoryError, match="already holds a run's checkpoints"):
+        run_pipeline(config(run_copy.parent, "run"), announce=lambda _: None)
