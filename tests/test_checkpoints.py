@@ -15,7 +15,7 @@ import pytest
 from sacglam.cli import main
 from sacglam.config import AgentConfig, GoalSamplerConfig, PipelineConfig, SACConfig, TrainConfig
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
-from sacglam.runtime.checkpoint import COMPLETE, MANIFEST, CheckpointStore
+from sacglam.runtime.checkpoint import COMPLETE, MANIFEST, CheckpointStore, file_digest
 
 TINY = AgentConfig(model="tiny-causal", lora_r=0, critic="action", critic_width=32)
 KINDS = {  # what each part of a checkpoint is called in it
@@ -85,7 +85,7 @@ def test_a_checkpoint_is_sealed_with_a_manifest_of_every_file(finished_run):
     files = json.loads((newest / MANIFEST).read_text())["files"]
     assert {name.split("/")[0] for name in files} == set(KINDS.values())
     assert all(entry["bytes"] > 0 and len(entry["sha256"]) == 64 for entry in files.values())
-    assert (newest / COMPLETE).read_text() == "256"
+    assert (newest / COMPLETE).read_text().split() == ["256", file_digest(newest / MANIFEST)]  # sealed last
 
 
 @pytest.mark.parametrize("how", ["truncated", "missing", "garbled"])
@@ -104,18 +104,26 @@ def test_a_damaged_file_of_any_kind_makes_its_checkpoint_skipped_for_the_one_bef
     )
 
 
-def test_a_resume_falls_back_to_the_newest_intact_checkpoint_with_a_one_line_warning(run_copy):
-    newest = run_copy / "checkpoints" / "step-000000256"
-    damage_file(newest, "learner", "truncated")  # a full disk at the last checkpoint
+@pytest.mark.parametrize("kind", ["learner", "replay"])
+def test_a_resume_falls_back_to_the_newest_intact_checkpoint_with_a_one_line_warning(run_copy, capsys, kind):
+    """Every component restores the fallback: the learner and counters (driver), the replay actor
+    (its transitions are the older checkpoint's)."""
+    from sacglam.replay_actor.buffer import ReplayBuffer
+
+    checkpoints = run_copy / "checkpoints"
+    env = config(run_copy.parent, "unused").env.spec()
+    transitions_at_128 = len(ReplayBuffer.load(checkpoints / "step-000000128" / "replay", env=env))
+    name = damage_file(checkpoints / "step-000000256", kind, "truncated")  # a full disk at the last checkpoint
     messages: list[str] = []
     cfg = replace(config(run_copy.parent, "unused"), resume=run_copy, total_env_steps=384)
     run_pipeline(cfg, announce=messages.append)
-    warning = next(m for m in messages if m.startswith("warning"))
-    assert "\n" not in warning and "step-000000256 is damaged (learner.pt has 100 bytes where" in warning
-    assert "resuming from step-000000128" in warning
-    assert any("resumed" in m and "128 env steps" in m for m in messages)
-    assert (run_copy / "checkpoints" / "damaged-step-000000256").is_dir()  # kept for inspection
-    assert CheckpointStore(run_copy / "checkpoints").latest().name == "step-000000384"
+    warning = capsys.readouterr().err.strip()
+    assert "\n" not in warning and warning.startswith("sacglam: warning: checkpoint step-000000256 is damaged")
+    assert f"({name} has " in warning and "resuming from step-000000128" in warning
+    resumed = next(m for m in messages if "resumed" in m)
+    assert "128 env steps" in resumed and f"{transitions_at_128} transitions in storage" in resumed
+    assert (checkpoints / "damaged-step-000000256").is_dir()  # kept for inspection
+    assert CheckpointStore(checkpoints).latest().name == "step-000000384"
     rows = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
     assert rows[-1]["env_steps"] >= 384
 
@@ -140,7 +148,28 @@ def test_a_checkpoint_written_before_manifests_is_taken_as_it_is(run_copy):
     newest = store.latest()
     assert newest is not None
     (newest / MANIFEST).unlink()
-    assert store.latest_intact() == (newest, [])
+    (newest / COMPLETE).write_text("256")  # the old seal: the step alone
+    assert store.latest_intact() == (newest, []) and store.latest() == newest
+
+
+@pytest.mark.parametrize("how", ["missing", "garbled", "truncated"])
+def test_a_damaged_manifest_is_damage_not_an_old_checkpoint(run_copy, how):
+    """The seal holds the manifest's checksum: a checkpoint that lost or changed its manifest is
+    not taken for one written before manifests existed."""
+    store = CheckpointStore(run_copy / "checkpoints")
+    newest = store.latest()
+    assert newest is not None
+    manifest = newest / MANIFEST
+    if how == "missing":
+        manifest.unlink()
+    elif how == "garbled":
+        manifest.write_text(manifest.read_text().replace('"bytes": ', '"bytes": 1', 1))
+    else:
+        manifest.write_text(manifest.read_text()[:50])
+    intact, skipped = store.latest_intact()
+    assert intact is not None and intact.name == "step-000000128"
+    assert MANIFEST in skipped[0][1]
+    assert store.latest() == intact  # the cheap check sees it too
 
 
 def test_a_fresh_run_over_damaged_checkpoints_is_still_refused(run_copy):

@@ -51,7 +51,8 @@ def run_trial(param: dict[str, Any]) -> None:
 
     from sacglam.pipeline.metrics import metrics_listener
     from sacglam.pipeline.run import run_pipeline
-    from sacglam.runtime.checkpoint import CheckpointStore
+    from sacglam.run_directory import RunDirectoryError
+    from sacglam.runtime.checkpoint import CheckpointStore, damage, seal_step
 
     param = param["__trial__"]
     torch.set_num_threads(param["threads"])
@@ -63,8 +64,10 @@ def run_trial(param: dict[str, Any]) -> None:
     if restored is not None:
         with restored.as_directory() as directory:  # the pipeline checkpoint it reported last
             source = Path(directory)
-            name = (source / "COMPLETE").read_text().strip()
-            target = store.root / f"step-{int(name):09d}"
+            problem = damage(source)
+            if problem is not None:
+                raise RunDirectoryError(f"the checkpoint Tune restores this trial from is damaged: {problem}")
+            target = store.root / f"step-{seal_step(source):09d}"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(source, target)
         (store.root / "latest").write_text(target.name)
@@ -126,6 +129,9 @@ def run_grid(
                 name=name,
                 storage_path=str(storage),
                 failure_config=tune.FailureConfig(max_failures=experiment.max_failures),
+                # a trial restarts from its newest checkpoint: older ones (each with its replay
+                # snapshot) are not kept
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
                 verbose=1,
             ),
         )

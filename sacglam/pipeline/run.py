@@ -4,6 +4,7 @@ through the actor-learner pipeline (local or Ray), fresh or resumed."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -35,13 +36,7 @@ def run_pipeline(
             raise RunDirectoryError(
                 f"{cfg.resume} holds no intact checkpoint to resume from ({found}); nothing was changed"
             )
-        raise RunDirectoryError(f"{cfg.resume} holds no complete checkpoint to resume from (no checkpoints/latest)")
-    for path, problem in damaged:  # a resume falls back to the newest intact checkpoint
-        moved = store.set_aside(path, latest)
-        assert latest is not None
-        announce(
-            f"warning: checkpoint {path.name} is damaged ({problem}): resuming from {latest.name}; moved to {moved.name}"
-        )
+        raise RunDirectoryError(f"{cfg.resume} holds no checkpoint to resume from (none in {store.root})")
     if cfg.resume is None and store.root.exists() and any(store.root.iterdir()):
         raise RunDirectoryError(
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
@@ -49,6 +44,14 @@ def run_pipeline(
         )
     # A model name that does not load fails here, in one line, before anything is written.
     check_model(cfg.agent.model, cfg.agent.tiny_vocabulary)
+    for path, problem in damaged:  # the resume falls back to the newest intact checkpoint
+        assert latest is not None
+        moved = store.set_aside(path, latest)  # before the actors restore: they read the pointer
+        print(
+            f"sacglam: warning: checkpoint {path.name} is damaged ({problem}); resuming from {latest.name} "
+            f"(the damaged one is in {moved})",
+            file=sys.stderr,
+        )
     create_run_directory(cfg.output_dir)
     if cfg.resume is None:
         write_run_config(cfg)
