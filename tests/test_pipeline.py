@@ -312,7 +312,7 @@ def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(t
     run_pipeline(cfg)
     with pytest.raises(RunDirectoryError, match="--resume"):
         run_pipeline(cfg)
-    with pytest.raises(RunDirectoryError, match="no complete checkpoint"):
+    with pytest.raises(RunDirectoryError, match="holds no checkpoint to resume from"):
         run_pipeline(replace(cfg, resume=tmp_path / "elsewhere"))
 
 
