@@ -1,7 +1,12 @@
 """Inputs several test modules share: full-task states and a small replay buffer of random play."""
 
+import importlib.util
 import random
+import sys
+from dataclasses import replace
+from pathlib import Path
 
+from sacglam.config import AgentConfig, PipelineConfig, SACConfig, TrainConfig
 from sacglam.envs import PlaygroundTextVector
 from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.rollout_workers.recorder import EpisodeRecorder
@@ -50,3 +55,37 @@ def smollm2_architecture(directory, layers: int = 2, hidden: int = 64) -> str:
     AutoModelForCausalLM.from_config(config).save_pretrained(directory)
     AutoTokenizer.from_pretrained(source).save_pretrained(directory)
     return str(directory)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_AGENT = AgentConfig(model="tiny-causal", lora_r=0, critic_width=32)
+
+
+def tiny_pipeline_config(tmp_path, name, **changes) -> TrainConfig:
+    """A small SAC-GLAM+HER pipeline run of the tiny model (512 env steps, 2 rollout workers,
+    checkpoints every 256) in `tmp_path / name`, with `changes` applied."""
+    base = TrainConfig(
+        algo="sac-her",
+        agent=TINY_AGENT,
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=512,
+        eval_every=256,
+        eval_episodes=4,
+        log_every=64,
+        warm_start_steps=2,
+        output_dir=tmp_path / name,
+        progress=False,
+        pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=256),
+    )
+    return replace(base, **changes)
+
+
+def load_benchmark(name: str):
+    """The script `benchmarks/<name>.py` as a module (benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
+    spec.loader.exec_module(module)
+    return module

@@ -13,11 +13,11 @@ from dataclasses import replace
 import pytest
 
 from sacglam.cli import main
-from sacglam.config import AgentConfig, GoalSamplerConfig, PipelineConfig, SACConfig, TrainConfig
+from sacglam.config import GoalSamplerConfig, PipelineConfig, TrainConfig
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
 from sacglam.runtime.checkpoint import COMPLETE, MANIFEST, CheckpointStore, file_digest
+from tests.helpers import tiny_pipeline_config
 
-TINY = AgentConfig(model="tiny-causal", lora_r=0, critic="action", critic_width=32)
 KINDS = {  # what each part of a checkpoint is called in it
     "learner": "learner.pt",
     "workers": "workers.pkl",
@@ -29,19 +29,11 @@ KINDS = {  # what each part of a checkpoint is called in it
 
 def config(tmp_path, name: str) -> TrainConfig:
     """SAC-GLAM+HER with its own goal sampler, so that a checkpoint holds every kind of file."""
-    return TrainConfig(
-        algo="sac-her",
-        agent=TINY,
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+    return tiny_pipeline_config(
+        tmp_path,
+        name,
         goal_sampler=GoalSamplerConfig(mode="progress"),
-        num_envs=8,
         total_env_steps=256,
-        eval_every=256,
-        eval_episodes=4,
-        log_every=64,
-        warm_start_steps=2,
-        output_dir=tmp_path / name,
-        progress=False,
         pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=128),
     )
 

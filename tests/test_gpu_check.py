@@ -2,24 +2,19 @@
 2-block SmolLM2-architecture model in bfloat16: every part completes and the PPO epoch's first
 step is at ratio exactly 1."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # about 15 s: model build, scoring, SAC and PPO updates, two short runs
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_check")
 
 
 def test_the_gpu_check_runs_on_the_cpu_with_a_small_model(tmp_path):

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from sacglam.config import (
-    AgentConfig,
     EnvConfig,
     GoalSamplerConfig,
     PipelineConfig,
@@ -26,8 +25,9 @@ from sacglam.pipeline.schedules import updates_due
 from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import LocalHandle, resolve
+from tests.helpers import TINY_AGENT, tiny_pipeline_config
 
-TINY = AgentConfig(model="tiny-causal", lora_r=0, critic_width=32)
+TINY = TINY_AGENT
 
 
 # ---------------------------------------------------------------- handles and scheduling
@@ -233,22 +233,7 @@ def test_a_checkpoint_is_visible_only_once_committed_and_old_ones_are_pruned(tmp
 # ---------------------------------------------------------------- the local runner
 
 
-def _cfg(tmp_path, name, **changes):
-    base = TrainConfig(
-        algo="sac-her",
-        agent=TINY,
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
-        num_envs=8,
-        total_env_steps=512,
-        eval_every=256,
-        eval_episodes=4,
-        log_every=64,
-        warm_start_steps=2,
-        output_dir=tmp_path / name,
-        progress=False,
-        pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=256),
-    )
-    return replace(base, **changes)
+_cfg = tiny_pipeline_config
 
 
 def _ppo_cfg(tmp_path, name, **changes):

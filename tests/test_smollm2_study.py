@@ -3,7 +3,6 @@ configs (the tiny random model instead of SmolLM2, 64 env steps): the table's ze
 the random floor on the runs' evaluation episodes, and the diagnosis of policy and critic, kept in
 each run directory and not recomputed."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # about 25 s: two short training runs in subprocesses, then the analysis
@@ -27,12 +28,7 @@ METHODS = {
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("smollm2_study", ROOT / "benchmarks" / "smollm2.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("smollm2")
 
 
 @pytest.fixture(scope="module")
