@@ -20,7 +20,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,23 +134,29 @@ def train(cfg: TrainConfig) -> dict[str, float]:
     transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
     run_dir = cfg.resume if cfg.resume is not None else cfg.output_dir
     from sacglam.pipeline.run import run_pipeline
+    from sacglam.runtime.storage import StoragePath, staging_dir, upload_dir
 
     try:
         final = run_pipeline(cfg)
     except KeyboardInterrupt:
-        resumable = (run_dir / "checkpoints" / "latest").exists()
+        resumable = (StoragePath(run_dir) / "checkpoints" / "latest").exists()
         raise SystemExit(
             f"sacglam: interrupted; continue from the newest checkpoint with `sacglam train --resume {run_dir}`"
             if resumable
             else "sacglam: interrupted before the first checkpoint; nothing to resume"
         ) from None
-    cfg = replace(cfg, output_dir=run_dir)
     from sacglam.report import before_and_after, write_report
 
-    print(before_and_after(cfg.output_dir))
-    print(
-        f"report: {write_report(cfg.output_dir)}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {cfg.output_dir}"
-    )
+    storage = StoragePath(run_dir)
+    local = staging_dir(storage)  # the run directory itself, or the local copy of a URI run's metrics
+    if not storage.is_local:
+        (local / "config.json").write_bytes((storage / "config.json").read_bytes())
+    print(before_and_after(local))
+    report = write_report(local)
+    if not storage.is_local:
+        upload_dir(local, storage)
+        report = storage / report.name  # type: ignore[assignment]
+    print(f"report: {report}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {storage}")
     return final
 
 
@@ -162,8 +168,10 @@ class TuneArgs:
     """The experiment file, e.g. tune_configs/experiments/nstep_buffer.yaml."""
     form: str = "cpu"
     """Which form of the experiment: `cpu` (this machine) or `gpu` (the paper's sizes)."""
-    storage: Path = Path("runs/tune")
-    """Where Tune keeps the experiment (<storage>/<experiment>-<form>/)."""
+    storage: str = "runs/tune"
+    """Where Tune keeps the experiment (<storage>/<experiment>-<form>/): a local path, or a URI
+    every node reaches (`s3://bucket/tune`); the results table and plot then go to a local copy
+    (printed) and the URI."""
     resume: bool = False
     """Continue an interrupted grid: unfinished and errored trials resume from their checkpoints."""
     address: str | None = None
@@ -269,17 +277,19 @@ def resumed_config(args: list[str]) -> TrainConfig:
     at = args.index("--resume")
     if at + 1 >= len(args):
         raise UsageError("--resume needs the run directory to continue, e.g. --resume runs/demo")
-    run_dir = Path(args[at + 1])
-    saved = run_dir / "config.json"
-    if not saved.exists():
-        raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
+    from sacglam.runtime.storage import StoragePath
+
+    run_dir = args[at + 1]
     try:
+        saved = StoragePath(run_dir) / "config.json"
+        if not saved.is_file():
+            raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
         data = json.loads(saved.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise UsageError(
             f"cannot read {saved} ({error}): --resume takes a directory written by `sacglam train`"
         ) from error
-    data["resume"] = str(run_dir)
+    data["resume"] = run_dir
     return from_dict(TrainConfig, data, where=str(saved))
 
 

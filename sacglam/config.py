@@ -617,8 +617,10 @@ class TrainConfig:
     """Language warm-start steps before training (0: none; for random-initialised models)."""
     seed: int = 0
     """Seed of the model's head init, the environments, the buffer and the policy's sampling."""
-    output_dir: Path = Path("runs/train")
-    """Where metrics (JSONL, CSV, TensorBoard), the config and the final checkpoint go."""
+    output_dir: str = "runs/train"
+    """Where metrics (JSONL, CSV, TensorBoard), the config and the checkpoints go: a local path, or
+    a URI every node of a cluster reaches (`s3://bucket/run`, `gs://bucket/run`; options such as
+    `?endpoint_override=host:port` in the query string), read and written through pyarrow.fs."""
     progress: bool = True
     """Show a progress bar."""
     runner: Literal["local", "ray"] = "local"
@@ -626,8 +628,8 @@ class TrainConfig:
     or `local` (the same pipeline in one process, no Ray: for debugging and small runs)."""
     address: str | None = None
     """Ray cluster to join (`auto`, `ray://host:10001`, `host:6379`); None starts a local one."""
-    resume: Path | None = None
-    """A run directory to continue from its newest checkpoint (its config.json is used)."""
+    resume: str | None = None
+    """A run directory (path or URI) to continue from its newest checkpoint (its config.json is used)."""
     pipeline: PipelineConfig = PipelineConfig()
     """Actors, batching, weight sync and checkpoints of the pipeline."""
     goal_sampler: GoalSamplerConfig = GoalSamplerConfig()

@@ -73,7 +73,7 @@ def phase_configs(args: DemoArgs) -> list[tuple[str, TrainConfig]]:
         cfg = load_yaml_config(TrainConfig, path)
         check_model(cfg.agent.model)
         name = path.stem.removeprefix("demo_")
-        phases.append((name, replace(cfg, output_dir=args.output_dir / name, address=args.address or cfg.address)))
+        phases.append((name, replace(cfg, output_dir=str(args.output_dir / name), address=args.address or cfg.address)))
     return phases
 
 
@@ -101,7 +101,7 @@ def write_demo_report(directory: Path, phases: list[tuple[str, TrainConfig]], se
     lines = ["# sacglam demo", "", INTRO]
     for name, cfg in phases:
         lines += [f"## {name} ({seconds[name] / 60:.1f} min)", ""]
-        lines += report_lines(cfg.output_dir, image=f"{name}/curves.png")
+        lines += report_lines(Path(cfg.output_dir), image=f"{name}/curves.png")
     directory.mkdir(parents=True, exist_ok=True)
     report = directory / "report.md"
     report.write_text("\n".join(lines))

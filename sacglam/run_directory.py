@@ -1,13 +1,14 @@
-"""A run's output directory: created (or refused) before anything runs, with the run's config."""
+"""A run's output directory (a local path or a URI): created (or refused) before anything runs,
+with the run's config."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from pathlib import Path
 
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
+from sacglam.runtime.storage import StoragePath
 
 
 class RunDirectoryError(UserInputError, RuntimeError):
@@ -15,15 +16,29 @@ class RunDirectoryError(UserInputError, RuntimeError):
     checkpoints, or a resume without any)."""
 
 
-def create_run_directory(directory: Path) -> None:
+def reachable_run_directory(location: object) -> StoragePath:
+    """The run directory, checked to be reachable (a URI's bucket, credentials and endpoint)."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = StoragePath(str(location))
+        directory.exists()
     except OSError as error:
         raise RunDirectoryError(
-            f"cannot create the run directory {directory} ({error.strerror}): choose another --output-dir"
+            f"cannot reach the run directory {location} ({' '.join(str(error).split())}): check the path or "
+            "URI, its credentials (for s3://, the AWS_* variables) and the endpoint"
+        ) from error
+    return directory
+
+
+def create_run_directory(directory: StoragePath) -> None:
+    try:
+        directory.mkdir()
+    except OSError as error:
+        reason = error.strerror or " ".join(str(error).split())
+        raise RunDirectoryError(
+            f"cannot create the run directory {directory} ({reason}): choose another --output-dir"
         ) from error
 
 
 def write_run_config(cfg: TrainConfig) -> None:
     """`<output_dir>/config.json`: the whole config, as `--resume` reads it back."""
-    (cfg.output_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
+    (StoragePath(cfg.output_dir) / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))

@@ -30,3 +30,59 @@ def fixed_torch_threads():
 def torch_threads():
     """`torch_threads(n)`: run the rest of the test on n threads (restored by `fixed_torch_threads`)."""
     return torch.set_num_threads
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto's server mode) on 127.0.0.1 for the session;
+    `s3_server(name)` makes a fresh bucket and returns the URI of a path in it, with the endpoint
+    in its query string. Credentials (moto takes any) are set in the environment before any Ray
+    cluster of a test starts, so Ray's worker processes inherit them. Skips when moto is missing
+    (`make test` installs it: the dev extra)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install -e '.[dev]')")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.skip(f"moto's S3 server did not start on {endpoint}")
+            time.sleep(0.2)
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_EC2_METADATA_DISABLED")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true")
+    buckets = iter(range(1_000_000))
+
+    def bucket_uri(path: str = "run") -> str:
+        import pyarrow.fs as pafs
+
+        bucket = f"sacglam-test-{next(buckets)}"
+        query = f"endpoint_override={endpoint}&region=us-east-1"
+        fs, _ = pafs.FileSystem.from_uri(f"s3://{bucket}?{query}&allow_bucket_creation=true")
+        fs.create_dir(bucket)
+        return f"s3://{bucket}/{path}?{query}"
+
+    yield bucket_uri
+    server.terminate()
+    server.wait(timeout=10)
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -56,6 +57,7 @@ def run_copy(finished_run, tmp_path):
 def damage_file(checkpoint, kind: str, how: str) -> str:
     """Damage the `kind` file of `checkpoint` (`truncated`, `missing` or `garbled`: same size,
     other bytes); returns its name in the manifest."""
+    checkpoint = Path(checkpoint)  # a local one (a StoragePath names its local path)
     path = checkpoint / KINDS[kind]
     if path.is_dir():
         path = max(p for p in path.rglob("*") if p.is_file())

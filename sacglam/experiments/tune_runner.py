@@ -5,18 +5,22 @@
 - Resources: `tune.with_resources` with a placement group holding the trial's process and, when
   the trial's config uses `runner: ray`, one bundle per actor of its pipeline (the pipeline then
   places its actors in the trial's group instead of making its own).
-- Every record the run logs goes to `ray.tune.report`; when the run has written a new pipeline
-  checkpoint, it goes with the report as a `ray.tune.Checkpoint`, and a retried trial (a failure,
-  or a resumed grid) continues from it instead of starting over.
+- Storage: `--storage` is a local path or a URI (`s3://bucket/tune`, as Tune's `storage_path`).
+  Each trial's pipeline writes its run directory there itself (`<storage>/<experiment>/<trial>/run`:
+  checkpoints, replay snapshot, metrics), from whichever node its actors run on, so a trial whose
+  replay actor sits on another node, or a trial retried on another node, finds its checkpoints.
+- Every record the run logs goes to `ray.tune.report`. A retried trial (a failure, or a resumed
+  grid) continues from the newest intact checkpoint of its run directory instead of starting
+  over, as `sacglam train --resume` does (falling back past a damaged one, with a warning).
 - `--resume` restores an interrupted grid (`Tuner.restore`, errored trials resumed from their
   checkpoints); finished trials are kept.
-- At the end the trials' records become one tidy table (`results.csv`, `results.parquet`).
+- At the end the trials' records become one tidy table (`results.csv`, `results.parquet`), in the
+  experiment directory (for a URI storage: in a local copy, uploaded to the storage).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,8 @@ from sacglam.errors import UserInputError
 from sacglam.experiments.results import ExperimentNotFoundError, write_results_table
 from sacglam.experiments.spec import Trial, load_experiment
 from sacglam.pipeline.ray_cluster import connect
+from sacglam.report import METRICS_FILE
+from sacglam.runtime.storage import StoragePath, is_uri, staging_dir, upload_dir
 
 
 class ExperimentExistsError(UserInputError, FileExistsError):
@@ -51,43 +57,29 @@ def run_trial(param: dict[str, Any]) -> None:
 
     from sacglam.pipeline.metrics import metrics_listener
     from sacglam.pipeline.run import run_pipeline
-    from sacglam.run_directory import RunDirectoryError
-    from sacglam.runtime.checkpoint import CheckpointStore, damage, seal_step
 
     param = param["__trial__"]
     torch.set_num_threads(param["threads"])
     trial = Trial(**param["trial"])
     cfg = trial.train_config()
-    run_dir = Path(tune.get_context().get_trial_dir()) / "run"
-    store = CheckpointStore(run_dir / "checkpoints")
-    restored = tune.get_checkpoint()
-    if restored is not None:
-        with restored.as_directory() as directory:  # the pipeline checkpoint it reported last
-            source = Path(directory)
-            problem = damage(source)
-            if problem is not None:
-                raise RunDirectoryError(f"the checkpoint Tune restores this trial from is damaged: {problem}")
-            target = store.root / f"step-{seal_step(source):09d}"
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(source, target)
-        (store.root / "latest").write_text(target.name)
-        cfg = replace(cfg, resume=run_dir)
+    run_dir = trial_run_dir(param["experiment_dir"], trial.name)
+    cfg = replace(cfg, output_dir=run_dir.as_location(), progress=False)
+    if (run_dir / "checkpoints").children("step-"):  # a retried trial: on from its newest intact checkpoint
+        cfg = replace(cfg, resume=cfg.output_dir)
     else:
-        shutil.rmtree(run_dir, ignore_errors=True)  # a (re)start from scratch
-    cfg = replace(cfg, output_dir=run_dir, progress=False)
-    reported = {"checkpoint": store.latest()}
+        run_dir.rmtree()  # a (re)start from scratch
 
     def report(env_steps: int, values: dict[str, Any]) -> None:
-        metrics = {"env_steps": env_steps} | {k: v for k, v in values.items() if isinstance(v, (int, float))}
-        latest = store.latest()
-        checkpoint = None
-        if latest is not None and latest != reported["checkpoint"]:
-            reported["checkpoint"] = latest
-            checkpoint = tune.Checkpoint.from_directory(str(latest))
-        tune.report(metrics, checkpoint=checkpoint)
+        tune.report({"env_steps": env_steps} | {k: v for k, v in values.items() if isinstance(v, (int, float))})
 
     with metrics_listener(report):
         run_pipeline(cfg, announce=lambda _: None)
+
+
+def trial_run_dir(experiment_dir: str, trial_name: str) -> StoragePath:
+    """Where a trial's pipeline writes its run: `<experiment dir>/<trial>/run` (Tune's trial
+    directory on a local storage path)."""
+    return StoragePath(experiment_dir) / trial_name / "run"
 
 
 def run_grid(
@@ -101,17 +93,21 @@ def run_grid(
     from ray import tune
 
     experiment = load_experiment(path, form)
-    storage = Path(storage).resolve()
+    location = str(storage) if is_uri(storage) else str(Path(storage).resolve())
     name = f"{experiment.experiment}-{experiment.form}"
-    experiment_dir = storage / name
+    experiment_dir = StoragePath(location) / name
+    tune_path = experiment_dir.as_location()
     connect(address)
-    params = [{"trial": asdict(t), "threads": experiment.resources.threads} for t in experiment.trials]
+    params = [
+        {"trial": asdict(t), "threads": experiment.resources.threads, "experiment_dir": tune_path}
+        for t in experiment.trials
+    ]
     bundles = trial_bundles(experiment.trials[0], experiment.resources)
     trainable = tune.with_resources(run_trial, tune.PlacementGroupFactory(bundles))
     if resume:
-        if not tune.Tuner.can_restore(str(experiment_dir)):
+        if not tune.Tuner.can_restore(tune_path):
             raise ExperimentNotFoundError(f"{experiment_dir} holds no Tune experiment to resume; run without --resume")
-        tuner = tune.Tuner.restore(str(experiment_dir), trainable, resume_errored=True)
+        tuner = tune.Tuner.restore(tune_path, trainable, resume_errored=True)
     else:
         if experiment_dir.exists():
             raise ExperimentExistsError(
@@ -127,16 +123,15 @@ def run_grid(
             ),
             run_config=tune.RunConfig(
                 name=name,
-                storage_path=str(storage),
+                storage_path=location,
                 failure_config=tune.FailureConfig(max_failures=experiment.max_failures),
-                # a trial restarts from its newest checkpoint: older ones (each with its replay
-                # snapshot) are not kept
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
                 verbose=1,
             ),
         )
     grid = tuner.fit()
-    (experiment_dir / "experiment.json").write_text(
+    local = staging_dir(experiment_dir)  # the experiment directory, or a local copy of a URI one
+    local.mkdir(parents=True, exist_ok=True)
+    (local / "experiment.json").write_text(
         json.dumps(
             {
                 "experiment": experiment.experiment,
@@ -151,13 +146,24 @@ def run_grid(
     )
     results = [grid[i] for i in range(len(grid))]
     errors = [r for r in results if r.error is not None]
-    write_results_table(experiment_dir, experiment, {_trial_name(r.config): Path(r.path) for r in results})
+    trial_dirs = {}
+    for r in results:
+        trial = _trial_name(r.config)
+        trial_dirs[trial] = local / trial
+        if not experiment_dir.is_local:  # the table reads each trial's metrics from local disk
+            metrics = trial_run_dir(tune_path, trial) / METRICS_FILE
+            if metrics.is_file():
+                (local / trial / "run").mkdir(parents=True, exist_ok=True)
+                (local / trial / "run" / METRICS_FILE).write_bytes(metrics.read_bytes())
+    write_results_table(local, experiment, trial_dirs)
+    if not experiment_dir.is_local:
+        upload_dir(local, experiment_dir)
     if errors:
         print(
             f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
             f"rerun with --resume to retry them"
         )
-    return experiment_dir
+    return local
 
 
 def _trial_name(config: dict | None) -> str:

@@ -4,8 +4,8 @@ from the newest checkpoint when (re)started, like the replay actor."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,6 +13,7 @@ import torch
 from sacglam.config import EnvConfig, GoalSamplerConfig
 from sacglam.goal_sampler.sampler import GoalSampler
 from sacglam.runtime.checkpoint import CheckpointStore
+from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import GoalPlan
 
 SNAPSHOT = "goal_sampler.pt"  # the sampler's file inside a checkpoint
@@ -26,7 +27,7 @@ class GoalSamplerService:
         config: GoalSamplerConfig,
         env: EnvConfig,
         seed: int,
-        checkpoints: str | Path | None = None,
+        checkpoints: str | os.PathLike | StoragePath | None = None,
         threads: int | None = None,
     ):
         if threads:
@@ -34,8 +35,8 @@ class GoalSamplerService:
         spec = env.spec()
         self.sampler = GoalSampler(config, seed, goal_type=spec.goal_type)
         latest = CheckpointStore(checkpoints).latest() if checkpoints is not None else None
-        if latest is not None and (latest / SNAPSHOT).exists():
-            self.sampler.load_state_dict(torch.load(latest / SNAPSHOT, weights_only=False))  # our own file
+        if latest is not None and (latest / SNAPSHOT).is_file():
+            self.sampler.load_state_dict(read_torch(latest / SNAPSHOT))
 
     def observe(self, reported: Sequence[str], outcomes: Sequence[tuple[str, bool]]) -> tuple[list[str], int]:
         """See `GoalSampler.observe`: the goals whose LLM features the sampler needs, and the
@@ -51,8 +52,8 @@ class GoalSamplerService:
     def stats(self) -> dict[str, float]:
         return self.sampler.stats()
 
-    def save(self, directory: str | Path) -> None:
-        torch.save(self.sampler.state_dict(), Path(directory) / SNAPSHOT)
+    def save(self, directory: str | os.PathLike | StoragePath) -> None:
+        write_torch(StoragePath(directory) / SNAPSHOT, self.sampler.state_dict())
 
     def ping(self) -> bool:
         return True

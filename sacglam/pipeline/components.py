@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sacglam.config import TrainConfig
 from sacglam.runtime.handles import Handle, LocalHandle
+from sacglam.runtime.storage import StoragePath
 
 
 @dataclass
@@ -54,7 +54,7 @@ def uses_goal_sampler(cfg: TrainConfig) -> bool:
     return cfg.goal_sampler.mode != "environment"
 
 
-def build_local(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
+def build_local(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
     from sacglam.inference.server import InferenceServer
     from sacglam.learner.service import LearnerService
     from sacglam.rollout_workers.service import RolloutService

@@ -17,10 +17,8 @@ import pickle
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
@@ -35,6 +33,7 @@ from sacglam.progress import advance
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
+from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import ChunkReport
 
 
@@ -300,7 +299,7 @@ class PipelineDriver:
         self.bar.set_postfix(self._headline())
         self.max_lag = 0
 
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> StoragePath:
         """Everything a resumed run needs; collection and learning are idle here."""
         self._pause()
         c = self.c
@@ -308,25 +307,26 @@ class PipelineDriver:
         workers = resolve_all(
             [w.call(RolloutService.get_state) for w in self.parts.workers]
         )  # also flushes their hand-overs
-        saving = self.parts.storage.call(ExperienceStore.save, str(tmp))
+        saving = self.parts.storage.call(ExperienceStore.save, tmp)  # each part written where it runs
         if self.parts.goal_sampler is not None:
-            resolve(self.parts.goal_sampler.call(GoalSamplerService.save, str(tmp)))
-        torch.save(resolve(self.parts.learners[0].call(LearnerService.state_dict)), tmp / "learner.pt")
+            resolve(self.parts.goal_sampler.call(GoalSamplerService.save, tmp))
+        write_torch(tmp / "learner.pt", resolve(self.parts.learners[0].call(LearnerService.state_dict)))
         (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
         (tmp / "driver.json").write_text(json.dumps(asdict(c)))
         resolve(saving)
         while c.next_checkpoint <= c.env_steps:
             c.next_checkpoint += self.cfg.pipeline.checkpoint_every or self.cfg.total_env_steps
         final = self.store.commit(tmp, c.env_steps)
+        self.logger.sync()  # metrics reach the run's storage with each checkpoint
         # Inference continues from exactly the learner's weights, as a run resumed here does.
         self.publish(wait=True)
         self._resume_clock()
         return final
 
 
-def restore(parts: Components, checkpoint: Path) -> Counters:
+def restore(parts: Components, checkpoint: StoragePath) -> Counters:
     """Load a checkpoint into freshly built components (the replay actor restored itself)."""
-    state = torch.load(checkpoint / "learner.pt", weights_only=False)  # our own file: it holds a TransitionBatch
+    state = read_torch(checkpoint / "learner.pt")
     resolve_all([learner.call(LearnerService.load_state_dict, state) for learner in parts.learners])
     workers = pickle.loads((checkpoint / "workers.pkl").read_bytes())
     if len(workers) == len(parts.workers):

@@ -1,5 +1,6 @@
 """One place metrics go: a JSONL file (every record), a CSV file (wide, one row per record) and
-TensorBoard event files."""
+TensorBoard event files, written in a local directory and, when the run's storage is elsewhere (a
+URI), uploaded there by `sync` (at each checkpoint and at the end)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from tensorboardX import SummaryWriter
 
 from sacglam.report import METRICS_FILE, read_metrics
+from sacglam.runtime.storage import StoragePath, upload_dir
 
 Listener = Callable[[int, dict[str, Any]], None]
 _LISTENERS: list[Listener] = []
@@ -34,11 +36,12 @@ class MetricsLogger:
     """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard.
 
     `keep_until` (a resumed run): records of earlier sessions past that env step are dropped
-    from the JSONL and CSV files, so the resumed run's records replace them.
+    from the JSONL and CSV files, so the resumed run's records replace them. `mirror`: the run's
+    storage when it is not `directory` itself.
     """
 
-    def __init__(self, directory: str | Path, keep_until: int | None = None):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path, keep_until: int | None = None, mirror: StoragePath | None = None):
+        self.directory, self.mirror = Path(directory), mirror
         self.directory.mkdir(parents=True, exist_ok=True)
         jsonl = self.directory / METRICS_FILE
         self._rows: list[dict[str, Any]] = []
@@ -77,6 +80,13 @@ class MetricsLogger:
                 writer.writeheader()
             writer.writerows(rows)
 
+    def sync(self) -> None:
+        """Copy the files to the run's storage (nothing to do when they are written there)."""
+        if self.mirror is not None:
+            self._tensorboard.flush()
+            upload_dir(self.directory, self.mirror)
+
     def close(self) -> None:
         self._jsonl.close()
         self._tensorboard.close()
+        self.sync()

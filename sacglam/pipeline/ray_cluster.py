@@ -29,6 +29,7 @@ from sacglam.pipeline.components import (
     worker_seed,
 )
 from sacglam.runtime.handles import Component, RayHandle, resolve_all
+from sacglam.runtime.storage import StoragePath
 
 TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 
@@ -113,7 +114,7 @@ def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
         )
 
 
-def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Components:
+def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
     import ray
     from ray.util.placement_group import get_current_placement_group, placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -177,7 +178,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
 
     res, p = cfg.pipeline.resources, cfg.pipeline
     storage_class, args = storage_component(cfg)
-    storage = spawn(storage_class, True, *args, *([str(checkpoints)] if args else []))
+    storage = spawn(storage_class, True, *args, *([checkpoints] if args else []))
     inference = [
         spawn(
             InferenceActor,
@@ -219,7 +220,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
     if uses_goal_sampler(cfg):
         from sacglam.goal_sampler.service import GoalSamplerService
 
-        goal_sampler = spawn(GoalSamplerService, True, cfg.goal_sampler, cfg.env, cfg.seed, str(checkpoints), 1)
+        goal_sampler = spawn(GoalSamplerService, True, cfg.goal_sampler, cfg.env, cfg.seed, checkpoints, 1)
     others = [goal_sampler] if goal_sampler is not None else []
     resolve_all(
         [h.call(Component.ping) for h in [storage, *inference, *learners, *workers, *others]]
@@ -240,7 +241,7 @@ def build_ray(cfg: TrainConfig, checkpoints: Path, resuming: bool = False) -> Co
         workers=workers,
         learners=learners,
         goal_sampler=goal_sampler,
-        dashboard=RayDashboardMetrics(cfg.output_dir.name),
+        dashboard=RayDashboardMetrics(StoragePath(cfg.output_dir).name),
         dashboard_url=url,
         close=close,
     )

@@ -1,9 +1,11 @@
 """`run_pipeline(cfg)`: the one training entry point. A run of SAC-GLAM, SAC-GLAM+HER or PPO-GLAM
-through the actor-learner pipeline (local or Ray), fresh or resumed."""
+through the actor-learner pipeline (local or Ray), fresh or resumed, its directory a local path
+or a URI (`sacglam.runtime.storage`)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -16,9 +18,11 @@ from sacglam.models.loading import check_model
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger
-from sacglam.run_directory import RunDirectoryError, create_run_directory, write_run_config
+from sacglam.report import METRICS_FILE
+from sacglam.run_directory import RunDirectoryError, create_run_directory, reachable_run_directory, write_run_config
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, resolve
+from sacglam.runtime.storage import download_dir, staging_dir, write_torch
 
 
 def run_pipeline(
@@ -28,7 +32,8 @@ def run_pipeline(
     its newest checkpoint (nothing after it is kept: metrics past it are dropped too)."""
     if cfg.resume is not None:
         cfg = replace(cfg, output_dir=cfg.resume)
-    store = CheckpointStore(cfg.output_dir / "checkpoints", keep=cfg.pipeline.keep_checkpoints)
+    run_dir = reachable_run_directory(cfg.output_dir)
+    store = CheckpointStore(run_dir / "checkpoints", keep=cfg.pipeline.keep_checkpoints)
     latest, damaged = store.latest_intact() if cfg.resume is not None else (None, [])
     if cfg.resume is not None and latest is None:
         if damaged:
@@ -37,7 +42,7 @@ def run_pipeline(
                 f"{cfg.resume} holds no intact checkpoint to resume from ({found}); nothing was changed"
             )
         raise RunDirectoryError(f"{cfg.resume} holds no checkpoint to resume from (none in {store.root})")
-    if cfg.resume is None and store.root.exists() and any(store.root.iterdir()):
+    if cfg.resume is None and store.root.children():
         raise RunDirectoryError(
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
             "or choose another --output-dir (nothing was changed)"
@@ -52,11 +57,18 @@ def run_pipeline(
             f"(the damaged one is in {moved})",
             file=sys.stderr,
         )
-    create_run_directory(cfg.output_dir)
+    create_run_directory(run_dir)
     if cfg.resume is None:
         write_run_config(cfg)
     resumed_at = json.loads((latest / "driver.json").read_text())["env_steps"] if latest else None
-    logger = MetricsLogger(cfg.output_dir, keep_until=resumed_at)
+    local = staging_dir(run_dir)  # metrics are appended here, and copied to a remote run_dir
+    if not run_dir.is_local:
+        shutil.rmtree(local, ignore_errors=True)
+        if latest is not None:  # the earlier sessions' metrics, cut back to the checkpoint below
+            download_dir(run_dir / "tensorboard", local / "tensorboard")
+            if (run_dir / METRICS_FILE).is_file():
+                (local / METRICS_FILE).write_bytes((run_dir / METRICS_FILE).read_bytes())
+    logger = MetricsLogger(local, keep_until=resumed_at, mirror=None if run_dir.is_local else run_dir)
     torch.manual_seed(cfg.seed)
     try:
         if cfg.runner == "ray":
@@ -75,7 +87,7 @@ def run_pipeline(
             counters = restore(parts, latest)
             stored = resolve(parts.storage.call(ExperienceStore.size))
             announce(
-                f"resumed {cfg.output_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
+                f"resumed {run_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
                 f"{stored} transitions in storage"
             )
         else:
@@ -88,7 +100,7 @@ def run_pipeline(
                 logger.log(0, warm)
         driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk)
         final = driver.run()
-        torch.save(resolve(parts.learners[0].call(LearnerService.state_dict)), cfg.output_dir / "learner.pt")
+        write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
     finally:
         logger.close()

@@ -4,28 +4,32 @@ snapshots into checkpoints, and restore from the newest checkpoint when (re)star
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from sacglam.config import EnvConfig, SACConfig
 from sacglam.replay_actor.buffer import ReplayBuffer
 from sacglam.runtime.checkpoint import CheckpointStore
+from sacglam.runtime.storage import StoragePath
 from sacglam.types import Episode, TransitionBatch
 
 SNAPSHOT = "replay"  # the buffer's directory inside a checkpoint
 
 
 class ReplayService:
-    """`checkpoints`: the run's checkpoint directory. When it holds a checkpoint, the buffer is
+    """`checkpoints`: the run's checkpoint directory (local or a URI). When it holds a checkpoint, the buffer is
     restored from the newest one, so a replay actor that Ray restarts comes back with its
     snapshot (what was added after it is lost, as for any fault)."""
 
-    def __init__(self, sac: SACConfig, env: EnvConfig, seed: int, checkpoints: str | Path | None = None):
+    def __init__(
+        self, sac: SACConfig, env: EnvConfig, seed: int, checkpoints: str | os.PathLike | StoragePath | None = None
+    ):
         self.sac = sac
         spec = env.spec()
         latest = CheckpointStore(checkpoints).latest() if checkpoints is not None else None
         if latest is not None:
-            self.buffer = ReplayBuffer.load(latest / SNAPSHOT, env=spec)
+            with (latest / SNAPSHOT).reading_locally() as snapshot:
+                self.buffer = ReplayBuffer.load(snapshot, env=spec)
             self.restored_from: str | None = str(latest)
         else:
             self.buffer = ReplayBuffer(
@@ -59,9 +63,10 @@ class ReplayService:
             "buffer/added_episodes": b.added_episodes,
         }
 
-    def save(self, directory: str | Path) -> None:
-        """Write the buffer into a checkpoint directory (Arrow IPC, atomic)."""
-        self.buffer.save(Path(directory) / SNAPSHOT)
+    def save(self, directory: str | os.PathLike | StoragePath) -> None:
+        """Write the buffer into a checkpoint directory (Arrow IPC, atomic), wherever it is."""
+        with (StoragePath(directory) / SNAPSHOT).writing_locally() as snapshot:
+            self.buffer.save(snapshot)
 
     def ping(self) -> bool:
         return True

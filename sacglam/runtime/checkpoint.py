@@ -15,53 +15,57 @@ whole: a half-written one is a `.tmp-*` directory that nothing reads.
 - `latest()`, which the replay actor and the goal sampler call when they are built or restarted
   and Ray Tune at every metrics record, checks the seal, the manifest and every file's size, and
   hashes nothing: after a resume the pointer names a checkpoint that was hashed.
+The root may be a local directory or a URI (`sacglam.runtime.storage`): on an object store a
+checkpoint is moved into place file by file, the seal last, so a move cut short leaves a
+directory without a seal, which is read as damaged and set aside like any other.
 Hashes are remembered per process, for files whose names, sizes and times have not changed: the
-checkpoint a run just wrote is not read back. A checkpoint written before manifests existed
+checkpoint a run just wrote is not read back (on local disk; an object store's times are too coarse). A checkpoint written before manifests existed
 (`COMPLETE` holds the step alone, and there is no manifest) is taken as it is.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
-from pathlib import Path
+
+from sacglam.runtime.storage import StoragePath
 
 COMPLETE = "COMPLETE"
 MANIFEST = "MANIFEST.json"
 DAMAGED_PREFIX = "damaged-"  # a damaged checkpoint set aside by a resume that fell back
 
 # checkpoint directory -> (stamp of its files, damage found): see `_files_stamp`
-_checked: dict[Path, tuple[tuple, str | None]] = {}
+_checked: dict[StoragePath, tuple[tuple, str | None]] = {}
 
 
-def file_digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def _storage(path: str | os.PathLike | StoragePath) -> StoragePath:
+    return path if isinstance(path, StoragePath) else StoragePath(path)
 
 
-def manifest_of(directory: Path) -> dict[str, dict[str, int | str]]:
+def file_digest(path: str | os.PathLike | StoragePath) -> str:
+    return _storage(path).sha256()
+
+
+def manifest_of(directory: StoragePath) -> dict[str, dict[str, int | str]]:
     """{path relative to `directory`: {"bytes", "sha256"}} of every file under it but the seals."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in (COMPLETE, MANIFEST))
-    return {p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, "sha256": file_digest(p)} for p in files}
+    return {
+        name: {"bytes": size, "sha256": (directory / name).sha256()}
+        for name, size, _ in directory.files()
+        if name not in (COMPLETE, MANIFEST)
+    }
 
 
-def seal_step(checkpoint: Path) -> int:
+def seal_step(checkpoint: str | os.PathLike | StoragePath) -> int:
     """The env step a sealed checkpoint was written at (the first line of its `COMPLETE`)."""
-    return int((checkpoint / COMPLETE).read_text().split()[0])
+    return int((_storage(checkpoint) / COMPLETE).read_text().split()[0])
 
 
-def _files_stamp(checkpoint: Path) -> tuple:
-    """Names (relative), sizes and modification times of every file: unchanged by a rename."""
-    return tuple(
-        (p.relative_to(checkpoint).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in sorted(checkpoint.rglob("*"))
-        if p.is_file()
-    )
+def _files_stamp(checkpoint: StoragePath) -> tuple:
+    """Names (relative), sizes and modification times of every file: unchanged by a local rename."""
+    return tuple(checkpoint.files())
 
 
-def _read_manifest(checkpoint: Path) -> tuple[dict[str, dict] | None, list[str]]:
+def _read_manifest(checkpoint: StoragePath) -> tuple[dict[str, dict] | None, list[str]]:
     """(the manifest's files, or None for a checkpoint written before manifests; problems with the
     seal or the manifest itself)."""
     seal = checkpoint / COMPLETE
@@ -80,7 +84,7 @@ def _read_manifest(checkpoint: Path) -> tuple[dict[str, dict] | None, list[str]]
     return _manifest_files(checkpoint)
 
 
-def _manifest_files(checkpoint: Path) -> tuple[dict[str, dict] | None, list[str]]:
+def _manifest_files(checkpoint: StoragePath) -> tuple[dict[str, dict] | None, list[str]]:
     try:
         files = json.loads((checkpoint / MANIFEST).read_text())["files"]
         if not all(isinstance(e, dict) and isinstance(e["bytes"], int) and "sha256" in e for e in files.values()):
@@ -90,49 +94,54 @@ def _manifest_files(checkpoint: Path) -> tuple[dict[str, dict] | None, list[str]
         return None, [f"{MANIFEST} is unreadable"]
 
 
-def damage(checkpoint: Path, hashes: bool = True) -> str | None:
+def damage(checkpoint: str | os.PathLike | StoragePath, hashes: bool = True) -> str | None:
     """None when `checkpoint` is sealed and its files match its manifest (sizes only, without
     `hashes`); otherwise what is wrong, in one line, each damaged file named."""
+    checkpoint = _storage(checkpoint)
     files, problems = _read_manifest(checkpoint)
+    sizes = {name: size for name, size, _ in checkpoint.files()} if files else {}
     for name, expected in (files or {}).items():
-        path = checkpoint / name
-        if not path.is_file():
+        if name not in sizes:
             problems.append(f"{name} is missing")
-        elif path.stat().st_size != expected["bytes"]:
-            problems.append(f"{name} has {path.stat().st_size:,} bytes where {expected['bytes']:,} were written")
-        elif hashes and file_digest(path) != expected["sha256"]:
+        elif sizes[name] != expected["bytes"]:
+            problems.append(f"{name} has {sizes[name]:,} bytes where {expected['bytes']:,} were written")
+        elif hashes and file_digest(checkpoint / name) != expected["sha256"]:
             problems.append(f"{name} does not match its checksum (same size, other bytes)")
     return "; ".join(problems) or None
 
 
-def _hashed_damage(checkpoint: Path) -> str | None:
+def _hashed_damage(checkpoint: StoragePath) -> str | None:
     stamp = _files_stamp(checkpoint)
     known = _checked.get(checkpoint)
-    if known is None or known[0] != stamp:
+    # An object store's modification times have whole seconds: a file rewritten within the second
+    # keeps its stamp, so there the remembered verdict is not trusted (a resume hashes it again).
+    if known is None or known[0] != stamp or not checkpoint.is_local:
         _checked[checkpoint] = known = (stamp, damage(checkpoint))
     return known[1]
 
 
 class CheckpointStore:
-    def __init__(self, root: str | Path, keep: int = 2):
-        self.root, self.keep = Path(root), keep
+    """The checkpoints of one run under `root` (a local directory or a URI)."""
 
-    def _newest_first(self) -> list[Path]:
+    def __init__(self, root: str | os.PathLike | StoragePath, keep: int = 2):
+        self.root, self.keep = _storage(root), keep
+
+    def _newest_first(self) -> list[StoragePath]:
         """Checkpoints, the one `latest` names first, then by step, newest first. (A sealed one
         newer than the pointer, left by a kill between the rename and the pointer's update, is
         whole and comes after it.)"""
-        steps = sorted(self.root.glob("step-*"), reverse=True)
+        steps = self.root.children("step-")[::-1]
         pointer = self.root / "latest"
-        named = self.root / pointer.read_text().strip() if pointer.exists() else None
+        named = self.root / pointer.read_text().strip() if pointer.is_file() else None
         if named is not None and named in steps:
             steps.remove(named)
             steps.insert(0, named)
         return steps
 
-    def latest_intact(self) -> tuple[Path | None, list[tuple[Path, str]]]:
+    def latest_intact(self) -> tuple[StoragePath | None, list[tuple[StoragePath, str]]]:
         """(the newest checkpoint whose files match its manifest, hashed, or None; the newer ones
         skipped, each with what is wrong with it)."""
-        skipped: list[tuple[Path, str]] = []
+        skipped: list[tuple[StoragePath, str]] = []
         for path in self._newest_first():
             problem = _hashed_damage(path)
             if problem is None:
@@ -140,7 +149,7 @@ class CheckpointStore:
             skipped.append((path, problem))
         return None, skipped
 
-    def latest(self) -> Path | None:
+    def latest(self) -> StoragePath | None:
         """The newest checkpoint whose seal, manifest and file sizes are right (no hashing), or None."""
         for path in self._newest_first():
             known = _checked.get(path)
@@ -151,42 +160,40 @@ class CheckpointStore:
                 return path
         return None
 
-    def set_aside(self, damaged: Path, intact: Path | None) -> Path:
+    def set_aside(self, damaged: StoragePath, intact: StoragePath | None) -> StoragePath:
         """Rename a damaged checkpoint out of the way (`damaged-step-...`, kept for inspection; the
         `keep` newest such are kept) and point `latest` at `intact`, so that the run goes on from
         there and its next checkpoints are not mixed with the damaged one."""
         target = self.root / f"{DAMAGED_PREFIX}{damaged.name}"
-        shutil.rmtree(target, ignore_errors=True)
-        damaged.rename(target)
-        for old in sorted(self.root.glob(f"{DAMAGED_PREFIX}step-*"))[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        target.rmtree()
+        damaged.move_dir(target)
+        for old in self.root.children(f"{DAMAGED_PREFIX}step-")[: -self.keep]:
+            old.rmtree()
         if intact is not None:
             self._point_at(intact)
         return target
 
-    def begin(self, env_steps: int) -> Path:
+    def begin(self, env_steps: int) -> StoragePath:
         """A fresh temporary directory to write the checkpoint at `env_steps` into."""
         tmp = self.root / f".tmp-{env_steps:09d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp.rmtree()
+        tmp.mkdir()
         return tmp
 
-    def commit(self, tmp: Path, env_steps: int) -> Path:
+    def commit(self, tmp: StoragePath, env_steps: int) -> StoragePath:
         """Seal `tmp` (manifest, then `COMPLETE` with the manifest's checksum) as the newest
         checkpoint; drop the oldest beyond `keep`."""
         manifest = {"env_steps": env_steps, "files": manifest_of(tmp)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         (tmp / COMPLETE).write_text(f"{env_steps}\n{file_digest(tmp / MANIFEST)}\n")
         final = self.root / f"step-{env_steps:09d}"
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
+        final.rmtree()
+        tmp.move_dir(final, last=(COMPLETE,))
         _checked[final] = (_files_stamp(final), None)  # just hashed: intact
         self._point_at(final)
-        for old in sorted(self.root.glob("step-*"))[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        for old in self.root.children("step-")[: -self.keep]:
+            old.rmtree()
         return final
 
-    def _point_at(self, checkpoint: Path) -> None:
-        pointer_tmp = self.root / "latest.tmp"
-        pointer_tmp.write_text(checkpoint.name)
-        os.replace(pointer_tmp, self.root / "latest")
+    def _point_at(self, checkpoint: StoragePath) -> None:
+        (self.root / "latest").replace_text(checkpoint.name)

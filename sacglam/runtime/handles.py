@@ -69,8 +69,8 @@ class ExperienceStore(EpisodeSink, Component, Protocol):
 
     def stats(self) -> dict[str, float]: ...
 
-    def save(self, directory: str) -> None:
-        """Write the storage's part of a checkpoint into `directory`."""
+    def save(self, directory: Any) -> None:
+        """Write the storage's part of a checkpoint into `directory` (a `StoragePath`)."""
         ...
 
 
