@@ -498,6 +498,9 @@ class GoalSamplerConfig:
             raise ValueError("goal_sampler: estimator_lr must be > 0")
 
 
+ACTOR_ROLES = ("rollout-worker", "replay", "rollout-storage", "inference", "learner", "goal-sampler")
+
+
 @dataclass(frozen=True)
 class ResourcesConfig:
     """Ray resources of each actor (logical units: fractions let several actors share a core).
@@ -526,12 +529,27 @@ class ResourcesConfig:
     """Ray placement-group strategy for the run's actors."""
     placement_timeout_s: float = 60.0
     """Seconds to wait for the placement group before failing with what could not be placed."""
+    node_resources: Annotated[dict[str, dict[str, float]], tyro.conf.Suppress] = field(default_factory=dict, hash=False)
+    """Custom Ray resources each actor of a role asks for, which places it on the nodes that
+    advertise them (`ray start --resources='{"env_node": 8}'`): {role: {resource: amount}}, roles
+    `rollout-worker`, `replay` (PPO: `rollout-storage`), `inference`, `learner`, `goal-sampler`.
+    For example, rollout workers and the replay actor on CPU nodes, away from the GPU nodes.
+    (Config files only.)"""
 
     def __post_init__(self) -> None:
         values = [self.worker_cpus, self.inference_cpus, self.learner_cpus, self.replay_cpus, self.goal_sampler_cpus]
         values += [g for g in (self.inference_gpus, self.learner_gpus) if g is not None]
         if min(values) < 0 or self.placement_timeout_s <= 0:
             raise ValueError("resources must be >= 0 and placement_timeout_s > 0")
+        for role, asked in self.node_resources.items():
+            if role not in ACTOR_ROLES:
+                raise ValueError(f"node_resources: unknown role {role!r}; the roles are {', '.join(ACTOR_ROLES)}")
+            if not isinstance(asked, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and v > 0 for k, v in asked.items()
+            ):
+                raise ValueError(f"node_resources[{role!r}]: expected {{resource name: amount > 0}}, got {asked!r}")
+            if {"CPU", "GPU", "memory"} & set(asked):
+                raise ValueError(f"node_resources[{role!r}]: CPUs and GPUs are set by the *_cpus and *_gpus fields")
 
 
 @dataclass(frozen=True)

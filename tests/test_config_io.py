@@ -26,7 +26,7 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
     )
     cfg = load_yaml_config(TrainConfig, path)
     assert cfg.sac.gamma == 1.0 and isinstance(cfg.sac.gamma, float) and cfg.sac.batch_size == 64
-    assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == Path("out")
+    assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == "out"
 
 
 @pytest.mark.parametrize(

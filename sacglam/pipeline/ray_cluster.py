@@ -1,6 +1,7 @@
 """Running the pipeline's components as Ray actors.
 
-- `connect`: join `--address` or start a local Ray (token authentication stays as Ray sets it:
+- `connect`: join `--address` (or, in a job submitted with `ray job submit`, the job's cluster),
+  or start a local Ray of the run's own, never the last cluster started on the machine (token authentication stays as Ray sets it:
   on by default for local clusters since Ray 2.59; the token is in `~/.ray/auth_token`, shown by
   `ray get-auth-token`, and the dashboard asks for it).
 - `plan`: one placement-group bundle per actor; GPUs for inference and learners when the cluster
@@ -44,16 +45,17 @@ class ClusterUnreachableError(UserInputError, ConnectionError):
 
 @dataclass(frozen=True)
 class Bundle:
-    role: str
+    role: str  # `learner-0`, `rollout-worker-3`, `replay`, ...
     cpus: float
     gpus: float
+    custom: tuple[tuple[str, float], ...] = ()  # `pipeline.resources.node_resources` of its role
 
     def resources(self) -> dict[str, float]:
         # A placement-group bundle cannot be empty: an actor asking for nothing still gets a sliver.
         out = {"CPU": self.cpus or 0.01}
         if self.gpus:
             out["GPU"] = self.gpus
-        return out
+        return out | dict(self.custom)
 
 
 def connect(address: str | None) -> str | None:
@@ -62,6 +64,12 @@ def connect(address: str | None) -> str | None:
 
     context: Any
     if not ray.is_initialized():
+        if address is None and not os.environ.get("RAY_ADDRESS"):
+            # Left to itself, Ray joins the cluster last started on this machine (its address is
+            # kept in /tmp/ray/ray_current_cluster), even one that belongs to another user's run
+            # or a test; no --address means a local Ray of this run's own. (A job submitted with
+            # `ray job submit` has RAY_ADDRESS set, and joins its cluster.)
+            address = "local"
         try:
             context = ray.init(
                 address=address, log_to_driver=True, configure_logging=True, logging_level=logging.WARNING
@@ -90,19 +98,31 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     def gpus(value: float | None) -> float:
         return (1.0 if has_gpu else 0.0) if value is None else value
 
-    bundles = [Bundle("replay" if cfg.algo != "ppo" else "rollout-storage", res.replay_cpus, 0.0)]
+    def custom(role: str) -> tuple[tuple[str, float], ...]:
+        return tuple(sorted(res.node_resources.get(role, {}).items()))
+
+    storage = "replay" if cfg.algo != "ppo" else "rollout-storage"
+    bundles = [Bundle(storage, res.replay_cpus, 0.0, custom(storage))]
     bundles += [
-        Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus)) for i in range(p.inference_actors)
+        Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus), custom("inference"))
+        for i in range(p.inference_actors)
     ]
-    bundles += [Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus)) for i in range(p.learners)]
-    bundles += [Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0) for i in range(p.rollout_workers)]
+    bundles += [
+        Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus), custom("learner")) for i in range(p.learners)
+    ]
+    bundles += [
+        Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0, custom("rollout-worker")) for i in range(p.rollout_workers)
+    ]
     if uses_goal_sampler(cfg):
-        bundles.append(Bundle("goal-sampler", res.goal_sampler_cpus, 0.0))
+        bundles.append(Bundle("goal-sampler", res.goal_sampler_cpus, 0.0, custom("goal-sampler")))
     return bundles
 
 
 def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
-    asked = {"CPU": sum(b.resources()["CPU"] for b in bundles), "GPU": sum(b.gpus for b in bundles)}
+    asked: dict[str, float] = {}
+    for bundle in bundles:
+        for name, amount in ({"GPU": 0.0} | bundle.resources()).items():
+            asked[name] = asked.get(name, 0.0) + amount
     short = {k: v for k, v in asked.items() if v > cluster.get(k, 0.0) + 1e-9}
     if short:
         detail = ", ".join(f"{v:g} {k} (the cluster has {cluster.get(k, 0):g})" for k, v in short.items())

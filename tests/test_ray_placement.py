@@ -1,0 +1,66 @@
+"""Where a run's actors go, without starting Ray: custom node resources per role in the placement
+bundles, a cluster that lacks one named in one line, and no --address meaning a Ray of the run's
+own (never the cluster last started on the machine)."""
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from sacglam.config import PipelineConfig, ResourcesConfig, TrainConfig  # noqa: E402
+from sacglam.pipeline import ray_cluster  # noqa: E402
+from sacglam.pipeline.ray_cluster import ClusterTooSmallError, check_fits, plan  # noqa: E402
+
+ON_NODES = {"rollout-worker": {"env_node": 1}, "replay": {"env_node": 0.5}, "learner": {"gpu_node": 1}}
+
+
+def _cfg(**resources) -> TrainConfig:
+    return TrainConfig(
+        agent=TrainConfig().agent,
+        runner="ray",
+        num_envs=4,
+        pipeline=PipelineConfig(rollout_workers=2, resources=ResourcesConfig(**resources)),
+    )
+
+
+def test_node_resources_go_into_the_bundles_of_their_role_only():
+    bundles = {b.role: b.resources() for b in plan(_cfg(node_resources=ON_NODES), {"CPU": 8})}
+    assert bundles["rollout-worker-0"] == bundles["rollout-worker-1"] == {"CPU": 1.0, "env_node": 1}
+    assert bundles["replay"] == {"CPU": 1.0, "env_node": 0.5} and bundles["learner-0"] == {"CPU": 1.0, "gpu_node": 1}
+    assert bundles["inference-0"] == {"CPU": 1.0}
+
+
+def test_a_cluster_without_the_named_resource_is_refused_naming_it():
+    bundles = plan(_cfg(node_resources=ON_NODES), {"CPU": 8})
+    check_fits(bundles, {"CPU": 8, "env_node": 4, "gpu_node": 1})  # fits
+    with pytest.raises(ClusterTooSmallError, match=r"2\.5 env_node \(the cluster has 2\)") as error:
+        check_fits(bundles, {"CPU": 8, "env_node": 2, "gpu_node": 1})
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "node_resources, message",
+    [
+        ({"workers": {"env_node": 1}}, "unknown role 'workers'; the roles are rollout-worker, replay"),
+        ({"learner": {"CPU": 1}}, "CPUs and GPUs are set by the"),
+        ({"learner": {"gpu_node": 0}}, r"expected \{resource name: amount > 0\}"),
+    ],
+)
+def test_node_resources_are_validated_naming_the_role(node_resources, message):
+    with pytest.raises(ValueError, match=message):
+        ResourcesConfig(node_resources=node_resources)
+
+
+@pytest.mark.parametrize("ray_address, expected", [(None, "local"), ("10.0.0.1:6379", None)])
+def test_no_address_starts_a_ray_of_the_runs_own_unless_a_job_names_its_cluster(monkeypatch, ray_address, expected):
+    """Ray's own default would join the cluster last started on this machine (a test's, another
+    run's); inside `ray job submit` RAY_ADDRESS names the job's cluster, which Ray then joins."""
+    asked = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda address=None, **_: asked.append(address))
+    if ray_address is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    ray_cluster.connect(None)
+    ray_cluster.connect("auto")
+    assert asked == [expected, "auto"]
