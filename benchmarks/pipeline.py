@@ -17,6 +17,16 @@ much slower (`env.step_latency_ms`, a sleep standing in for a slow engine; a wor
 environments one after another, so a vector step of N environments waits N times it). Rollout
 workers exist to overlap such waits with each other and with inference and learning.
 
+A third block, `two nodes`: the collection-bound schedule at `--nodes-latency-ms` (5 ms) on a Ray
+cluster of three nodes on this machine (`ray.cluster_utils.Cluster`): a head holding the inference
+actor, the learner and the replay actor (custom resource `head_node`), and two worker nodes
+(`env_node`) over which the rollout workers are spread (placement strategy SPREAD); every actor
+asks for the same CPUs as on the single-node Ray (the head has `--ray-cpus` - 1 logical CPUs, each
+worker node 1). What
+it measures is the cost of the cross-node hops (object transfers between raylets' object stores,
+actor calls across nodes); what it cannot show is a real network's bandwidth and latency, since
+the nodes share this machine's loopback, memory and cores.
+
     .venv/bin/python benchmarks/pipeline.py [--total-env-steps 4096] [--workers 1 2 4] [--latencies-ms 0 5]
 
 Prints a table and writes benchmarks/results/pipeline.json.
@@ -57,6 +67,12 @@ class Args:
     learner_threads: int = 2
     """torch threads of the Ray learner (the in-process trainer uses torch's default: every core).
     The learner is the bottleneck of the paper's schedule; inference and workers wait on it."""
+    nodes_block: bool = True
+    """Run the two-node block (rollout workers spread over two simulated worker nodes)."""
+    nodes_workers: tuple[int, ...] = (2, 4)
+    """Rollout-worker counts of the two-node block (spread over the two worker nodes)."""
+    nodes_latency_ms: float = 5.0
+    """Environment latency of the two-node block."""
     output: Path = Path("benchmarks/results/pipeline.json")
 
 
@@ -88,7 +104,11 @@ def run_variant(cfg, name: str, latency_ms: float, block: str) -> dict:
     }
 
 
-def ray_pipeline(args: Args, workers: int, max_steps_ahead: int, chunk_steps: int):
+HEAD, ENV = "head_node", "env_node"  # the two-node block's custom resources
+ON_NODES = {"rollout-worker": {ENV: 1}, "inference": {HEAD: 1}, "learner": {HEAD: 1}, "replay": {HEAD: 1}}
+
+
+def ray_pipeline(args: Args, workers: int, max_steps_ahead: int, chunk_steps: int, nodes: bool = False):
     from sacglam.config import PipelineConfig, ResourcesConfig
 
     return PipelineConfig(
@@ -102,8 +122,28 @@ def ray_pipeline(args: Args, workers: int, max_steps_ahead: int, chunk_steps: in
             learner_cpus=1.0,
             replay_cpus=0.5,
             learner_threads=args.learner_threads,
+            node_resources=ON_NODES if nodes else {},
+            placement_strategy="SPREAD" if nodes else "PACK",
         ),
     )
+
+
+def two_node_cluster(args: Args):
+    """A head (`head_node`, `args.ray_cpus` - 1 logical CPUs: inference, learner, replay) and two
+    worker nodes (`env_node`, 1 logical CPU each: the rollout workers) on this machine; this
+    process joins it."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": args.ray_cpus - 1, "resources": {HEAD: 8}, "include_dashboard": False},
+    )
+    for _ in range(2):  # the rollout workers ask for 1 CPU in all (1 / workers each)
+        cluster.add_node(num_cpus=1, resources={ENV: 8})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="WARNING")
+    return cluster
 
 
 def main(args: Args) -> None:
@@ -124,11 +164,19 @@ def main(args: Args) -> None:
     lighter = replace(base, sac=replace(base.sac, update_every=args.latency_update_every))
     blocks = [("paper schedule", base, 0.0)] if args.paper_block else []
     blocks += [("collection-bound", lighter, latency) for latency in args.latencies_ms]
+    if args.nodes_block:
+        blocks.append(("two nodes", lighter, args.nodes_latency_ms))
     runs = []  # (block, latency, variant name, config)
     for block, cfg, latency in blocks:
         cfg = replace(cfg, env=replace(cfg.env, step_latency_ms=latency))
-        ahead = cfg.sac.update_every if block == "collection-bound" else cfg.num_envs
-        chunk = args.chunk_steps if block == "collection-bound" else 1
+        ahead = cfg.sac.update_every if block != "paper schedule" else cfg.num_envs
+        chunk = args.chunk_steps if block != "paper schedule" else 1
+        if block == "two nodes":  # compared with the single-node rows of the same latency
+            for workers in args.nodes_workers:
+                pipeline = ray_pipeline(args, workers, ahead, chunk, nodes=True)
+                name = f"ray, {workers} workers on 2 nodes"
+                runs.append((block, latency, name, replace(cfg, runner="ray", pipeline=pipeline)))
+            continue
         local = replace(cfg, runner="local", pipeline=replace(cfg.pipeline, max_steps_ahead=ahead, chunk_steps=chunk))
         runs.append((block, latency, "in-process (local runner)", local))
         for workers in args.workers:
@@ -140,16 +188,25 @@ def main(args: Args) -> None:
     # In-process variants first, before Ray starts, so Ray's daemons cost them nothing.
     for block, latency, name, cfg in [r for r in runs if r[3].runner == "local"]:
         results.append(run_variant(cfg, name, latency, block) | {"block": block})
-    ray.init(num_cpus=args.ray_cpus, include_dashboard=False, logging_level="WARNING")
-    for block, latency, name, cfg in [r for r in runs if r[3].runner == "ray"]:
+    ray.init(address="local", num_cpus=args.ray_cpus, include_dashboard=False, logging_level="WARNING")
+    for block, latency, name, cfg in [r for r in runs if r[3].runner == "ray" and r[0] != "two nodes"]:
         results.append(run_variant(cfg, name, latency, block) | {"block": block})
     ray.shutdown()
+    if args.nodes_block:
+        cluster = two_node_cluster(args)
+        for block, latency, name, cfg in [r for r in runs if r[0] == "two nodes"]:
+            results.append(run_variant(cfg, name, latency, block) | {"block": block})
+        ray.shutdown()
+        cluster.shutdown()
     order = {(block, latency): i for i, (block, _, latency) in enumerate(blocks)}
     results.sort(key=lambda r: (order[(r["block"], r["latency_ms"])], r["variant"] != "in-process (local runner)"))
     for r in results:
-        same = [x for x in results if (x["block"], x["latency_ms"]) == (r["block"], r["latency_ms"])]
-        reference = next(x for x in same if x["variant"].startswith("in-process"))
-        r["env_steps_per_s_vs_in_process"] = r["env_steps_per_s"] / reference["env_steps_per_s"]
+        # the two-node rows compare with the single-node collection-bound rows of their latency
+        kind = "collection-bound" if r["block"] == "two nodes" else r["block"]
+        same = [x for x in results if (x["block"], x["latency_ms"]) == (kind, r["latency_ms"])]
+        reference = next((x for x in same if x["variant"].startswith("in-process")), None)
+        if reference is not None:
+            r["env_steps_per_s_vs_in_process"] = r["env_steps_per_s"] / reference["env_steps_per_s"]
         one_worker = [x for x in same if x["variant"].startswith("ray, 1 ")]
         if one_worker:
             r["env_steps_per_s_vs_1_worker"] = r["env_steps_per_s"] / one_worker[0]["env_steps_per_s"]
@@ -165,7 +222,7 @@ def main(args: Args) -> None:
         vs_one = f"{r['env_steps_per_s_vs_1_worker']:.2f}" if "env_steps_per_s_vs_1_worker" in r else "-"
         print(
             f"{r['block']:<17} {r['latency_ms']:>5g}ms {r['variant']:<28} {r['env_steps_per_s']:>11.1f} "
-            f"{r['env_steps_per_s_vs_in_process']:>9.2f} {vs_one:>10} "
+            f"{r.get('env_steps_per_s_vs_in_process', float('nan')):>9.2f} {vs_one:>10} "
             f"{r['updates_per_s']:>9.2f} {r['policy_lag_max']:>7} {sync_ms:>8} {sync_kb:>8} {batch:>6}"
         )
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -190,12 +190,17 @@ class PlotArgs:
 
 def tune(args: TuneArgs) -> Path:
     from sacglam.experiments.results import plot_experiment
-    from sacglam.experiments.tune_runner import run_grid
+    from sacglam.experiments.tune_runner import experiment_storage, run_grid
+    from sacglam.runtime.storage import upload_dir
 
     directory = run_grid(args.experiment, args.form, args.storage, args.resume, args.address)
     png, summary = plot_experiment(directory)
     print(summary.read_text())
     print(f"results: {directory / 'results.csv'} (also .parquet); plot: {png}; summary: {summary}")
+    remote = experiment_storage(args.experiment, args.form, args.storage)
+    if not remote.is_local:  # `directory` is the local copy
+        upload_dir(directory, remote)
+        print(f"and in {remote}")
     return directory
 
 

@@ -32,7 +32,7 @@ SMALL = ResourcesConfig(worker_cpus=0.25, inference_cpus=0.25, learner_cpus=0.5,
 @pytest.fixture(scope="module")
 def cluster():
     port = free_port()
-    ray.init(num_cpus=4, include_dashboard=False, _metrics_export_port=port, logging_level="WARNING")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _metrics_export_port=port, logging_level="WARNING")
     yield {"metrics_port": port, "address": ray.get_runtime_context().gcs_address}
     ray.shutdown()
 

@@ -97,7 +97,7 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
             "max_concurrent": 2,
         },
     )
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         directory = run_grid(path, "cpu", storage=tmp_path / "tune")
     finally:

@@ -76,6 +76,12 @@ def run_trial(param: dict[str, Any]) -> None:
         run_pipeline(cfg, announce=lambda _: None)
 
 
+def experiment_storage(path: str | Path, form: str, storage: str | Path) -> StoragePath:
+    """`<storage>/<experiment>-<form>`: where Tune and the trials keep the experiment."""
+    experiment = load_experiment(path, form)
+    return StoragePath(str(storage)) / f"{experiment.experiment}-{experiment.form}"
+
+
 def trial_run_dir(experiment_dir: str, trial_name: str) -> StoragePath:
     """Where a trial's pipeline writes its run: `<experiment dir>/<trial>/run` (Tune's trial
     directory on a local storage path)."""
@@ -95,7 +101,7 @@ def run_grid(
     experiment = load_experiment(path, form)
     location = str(storage) if is_uri(storage) else str(Path(storage).resolve())
     name = f"{experiment.experiment}-{experiment.form}"
-    experiment_dir = StoragePath(location) / name
+    experiment_dir = experiment_storage(path, form, storage)
     tune_path = experiment_dir.as_location()
     connect(address)
     params = [

@@ -1,6 +1,6 @@
 """A run's storage: a local directory or a URI, read and written through `pyarrow.fs`.
 
-`StoragePath(location)` names a directory or file on local disk (`runs/train`, `/mnt/shared/run`)
+`StoragePath(location)` names a directory or file on local disk (`runs/train`, `/mnt/nfs/run`)
 or behind a URI that `pyarrow.fs.FileSystem.from_uri` understands: `s3://bucket/run` (options in
 the query string, e.g. `?endpoint_override=http://127.0.0.1:9000&region=us-east-1`, credentials
 from the usual AWS variables or files), `gs://bucket/run`, `hdfs://...`, `file:///abs/path`.
