@@ -282,7 +282,7 @@ def resumed_config(args: list[str]) -> TrainConfig:
     at = args.index("--resume")
     if at + 1 >= len(args):
         raise UsageError("--resume needs the run directory to continue, e.g. --resume runs/demo")
-    from sacglam.runtime.storage import StoragePath
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
 
     run_dir = args[at + 1]
     try:
@@ -290,9 +290,12 @@ def resumed_config(args: list[str]) -> TrainConfig:
         if not saved.is_file():
             raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
         data = json.loads(saved.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+    except (*STORAGE_ERRORS, json.JSONDecodeError) as error:
+        if isinstance(error, UserInputError):
+            raise
         raise UsageError(
-            f"cannot read {saved} ({error}): --resume takes a directory written by `sacglam train`"
+            f"cannot read {run_dir}/config.json ({' '.join(str(error).split())}): --resume takes a directory "
+            "written by `sacglam train`"
         ) from error
     data["resume"] = run_dir
     return from_dict(TrainConfig, data, where=str(saved))

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from sacglam.config import TrainConfig
 from sacglam.errors import UserInputError
-from sacglam.runtime.storage import StoragePath
+from sacglam.runtime.storage import STORAGE_ERRORS, StorageError, StoragePath
 
 
 class RunDirectoryError(UserInputError, RuntimeError):
@@ -21,7 +21,9 @@ def reachable_run_directory(location: object) -> StoragePath:
     try:
         directory = StoragePath(str(location))
         directory.exists()
-    except OSError as error:
+    except StorageError:
+        raise
+    except STORAGE_ERRORS as error:
         raise RunDirectoryError(
             f"cannot reach the run directory {location} ({' '.join(str(error).split())}): check the path or "
             "URI, its credentials (for s3://, the AWS_* variables) and the endpoint"
@@ -32,8 +34,8 @@ def reachable_run_directory(location: object) -> StoragePath:
 def create_run_directory(directory: StoragePath) -> None:
     try:
         directory.mkdir()
-    except OSError as error:
-        reason = error.strerror or " ".join(str(error).split())
+    except STORAGE_ERRORS as error:
+        reason = getattr(error, "strerror", None) or " ".join(str(error).split())
         raise RunDirectoryError(
             f"cannot create the run directory {directory} ({reason}): choose another --output-dir"
         ) from error

@@ -100,7 +100,7 @@ def _records(run: StoragePath) -> list[dict]:
 
 def test_a_node_holding_the_rollout_workers_and_the_replay_actor_is_lost_mid_run(nodes, s3_server):
     """SAC-GLAM+HER with its workers and replay actor on a worker node (by `env_node`), the
-    inference actor and learner on the head. After the first checkpoint (260 env steps) that node is
+    inference actor and learner on the head. After the first checkpoint (256 env steps) that node is
     removed: Ray re-places their bundles on the other worker node, restarts the actors (the replay
     actor restores the checkpoint from S3) and the run finishes its budget. What is lost: the
     replay transitions added after the checkpoint, no counter."""
@@ -140,7 +140,8 @@ def test_a_node_holding_the_rollout_workers_and_the_replay_actor_is_lost_mid_run
     assert placement["inference"] == placement["learner"] == nodes["head"]
     assert "replay_after" in seen, f"the replay actor was not seen on another node after the removal: {seen}"
     assert seen["replay_after"] not in (placement["replay"], nodes["head"])  # the surviving worker node
-    assert seen["restored_from"] == str(seen["checkpoint"]) and seen["checkpoint"].name == "step-000000260"
+    # the first checkpoint: at 256 env steps, or a chunk later when a worker's chunk was in flight
+    assert seen["restored_from"] == str(seen["checkpoint"]) and 256 <= seen["checkpoint_step"] < 256 + cfg.num_envs
     run = StoragePath(uri)
     records = [r for r in _records(run) if "learner/gradient_steps" in r]
     assert records[-1]["env_steps"] >= cfg.total_env_steps and 0 <= final["eval/simple-train/sampled/all"] <= 1

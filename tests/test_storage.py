@@ -121,6 +121,22 @@ def test_a_run_on_s3_writes_every_part_there_and_resumes_from_its_uri(s3_server,
     assert (run / "report.md").is_file() and f"report: {run / 'report.md'}" in out
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["train", "--output-dir", "nosuch://bucket/run"], "sacglam: cannot open the storage 'nosuch://bucket/run'"),
+        (["train", "--resume", "nosuch://bucket/run"], "sacglam: cannot open the storage 'nosuch://bucket/run'"),
+        (["tune", "tune_configs/experiments/figure2.yaml", "--storage", "nosuch://b/t"], "cannot open the storage"),
+    ],
+)
+def test_a_uri_of_an_unknown_scheme_fails_in_one_line_before_anything_runs(argv, expected, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(argv + (["--agent.model", "tiny-causal", "--no-progress"] if argv[0] == "train" else []))
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in error and error.startswith("sacglam: ") and expected in error
+    assert "s3://" in error  # what schemes there are
+
+
 def test_a_bucket_that_does_not_exist_fails_in_one_line_before_anything_runs(s3_server, capsys):
     uri = s3_server("run").replace("sacglam-test-", "no-such-bucket-")
     with pytest.raises(SystemExit) as stop:

@@ -130,3 +130,62 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
     assert png.stat().st_size > 10_000
     text = summary.read_text()
     assert "n_step=1" in text and "n_step=3" in text and "| 2 |" in text  # two seeds per configuration
+
+
+def test_a_retried_trial_resumes_from_its_intact_checkpoint_and_restarts_when_none_is(tmp_path, monkeypatch):
+    """What a trial does when Tune retries it (a failure, `--resume` of the grid): its run
+    directory holds an intact checkpoint -> it continues from it; only damaged ones -> it starts
+    afresh. (The trainable itself, without Tune around it.)"""
+    import json
+    from dataclasses import asdict
+
+    import ray.tune
+
+    from sacglam.experiments.tune_runner import run_trial, trial_run_dir
+
+    monkeypatch.setattr(ray.tune, "report", lambda metrics, **_: None)
+    path = tmp_path / "retry.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "forms": {
+                    "cpu": {
+                        "base": str(ROOT / "tune_configs" / "runs" / "cpu_simple_sac_her.yaml"),
+                        "set": {
+                            "total_env_steps": 256,
+                            "eval_every": 256,
+                            "eval_episodes": 2,
+                            "num_envs": 8,
+                            "warm_start_steps": 2,
+                            "agent": {"critic_width": 32},
+                            "sac": {"batch_size": 16, "critic_warmup_updates": 2},
+                            "pipeline": {"checkpoint_every": 128},
+                        },
+                        "seeds": [0],
+                    }
+                }
+            }
+        )
+    )
+    (trial,) = load_experiment(path).trials
+    param = {"__trial__": {"trial": asdict(trial), "threads": 1, "experiment_dir": str(tmp_path / "exp")}}
+    run = trial_run_dir(str(tmp_path / "exp"), trial.name).local()
+
+    def records() -> list[dict]:
+        return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    run_trial(param)
+    first = records()
+    (run / "marker").write_text("a fresh start wipes the run directory")
+    run_trial(param)  # retried after it finished its budget: resumed at 256, nothing trained again
+    assert (run / "marker").exists()
+
+    def updates(rows: list[dict]) -> int:
+        return max(r.get("learner/gradient_steps", 0) for r in rows)
+
+    assert updates(records()) == updates(first) > 0 and records()[: len(first) - 1] == first[:-1]
+    for checkpoint in (run / "checkpoints").glob("step-*"):
+        (checkpoint / "driver.json").write_text("{}")  # every checkpoint damaged
+    run_trial(param)
+    assert not (run / "marker").exists() and not list((run / "checkpoints").glob("damaged-*"))  # afresh
+    assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000000128", "step-000000256"]

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from sacglam.experiments.results import ExperimentNotFoundError, write_results_t
 from sacglam.experiments.spec import Trial, load_experiment
 from sacglam.pipeline.ray_cluster import connect
 from sacglam.report import METRICS_FILE
+from sacglam.run_directory import reachable_run_directory
 from sacglam.runtime.storage import StoragePath, is_uri, staging_dir, upload_dir
 
 
@@ -57,6 +59,7 @@ def run_trial(param: dict[str, Any]) -> None:
 
     from sacglam.pipeline.metrics import metrics_listener
     from sacglam.pipeline.run import run_pipeline
+    from sacglam.runtime.checkpoint import CheckpointStore
 
     param = param["__trial__"]
     torch.set_num_threads(param["threads"])
@@ -64,10 +67,11 @@ def run_trial(param: dict[str, Any]) -> None:
     cfg = trial.train_config()
     run_dir = trial_run_dir(param["experiment_dir"], trial.name)
     cfg = replace(cfg, output_dir=run_dir.as_location(), progress=False)
-    if (run_dir / "checkpoints").children("step-"):  # a retried trial: on from its newest intact checkpoint
+    intact, _ = CheckpointStore(run_dir / "checkpoints").latest_intact()
+    if intact is not None:  # a retried trial: on from its newest intact checkpoint (a resume checks again)
         cfg = replace(cfg, resume=cfg.output_dir)
     else:
-        run_dir.rmtree()  # a (re)start from scratch
+        run_dir.rmtree()  # a (re)start from scratch, also past checkpoints that are all damaged
 
     def report(env_steps: int, values: dict[str, Any]) -> None:
         tune.report({"env_steps": env_steps} | {k: v for k, v in values.items() if isinstance(v, (int, float))})
@@ -103,6 +107,7 @@ def run_grid(
     name = f"{experiment.experiment}-{experiment.form}"
     experiment_dir = experiment_storage(path, form, storage)
     tune_path = experiment_dir.as_location()
+    reachable_run_directory(tune_path)  # a bad URI fails here, in one line, before Ray starts
     connect(address)
     params = [
         {"trial": asdict(t), "threads": experiment.resources.threads, "experiment_dir": tune_path}
@@ -136,6 +141,8 @@ def run_grid(
         )
     grid = tuner.fit()
     local = staging_dir(experiment_dir)  # the experiment directory, or a local copy of a URI one
+    if not experiment_dir.is_local:
+        shutil.rmtree(local, ignore_errors=True)  # no trial of an earlier experiment at that URI
     local.mkdir(parents=True, exist_ok=True)
     (local / "experiment.json").write_text(
         json.dumps(

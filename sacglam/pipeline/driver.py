@@ -316,8 +316,10 @@ class PipelineDriver:
         resolve(saving)
         while c.next_checkpoint <= c.env_steps:
             c.next_checkpoint += self.cfg.pipeline.checkpoint_every or self.cfg.total_env_steps
+        # Metrics reach the run's storage before the checkpoint is sealed: a resume from it finds
+        # every record up to it (those past it are dropped).
+        self.logger.sync()
         final = self.store.commit(tmp, c.env_steps)
-        self.logger.sync()  # metrics reach the run's storage with each checkpoint
         # Inference continues from exactly the learner's weights, as a run resumed here does.
         self.publish(wait=True)
         self._resume_clock()

@@ -70,6 +70,12 @@ def connect(address: str | None) -> str | None:
             # or a test; no --address means a local Ray of this run's own. (A job submitted with
             # `ray job submit` has RAY_ADDRESS set, and joins its cluster.)
             address = "local"
+            running = _last_cluster_started_here()
+            if running:
+                print(
+                    f"sacglam: note: a Ray cluster runs on this machine ({running}); this run starts its own. "
+                    "Pass --address auto to run on that one instead"
+                )
         try:
             context = ray.init(
                 address=address, log_to_driver=True, configure_logging=True, logging_level=logging.WARNING
@@ -83,6 +89,16 @@ def connect(address: str | None) -> str | None:
         context = ray.get_runtime_context()
     url = getattr(context, "dashboard_url", None)
     return f"http://{url}" if url and not url.startswith("http") else url
+
+
+def _last_cluster_started_here() -> str | None:
+    """The address of the Ray cluster last started on this machine with `ray start`, if any."""
+    try:
+        from ray._private.utils import read_ray_address
+
+        return read_ray_address() or None
+    except Exception:  # a private helper of Ray's: without it there is nothing to say
+        return None
 
 
 def auth_note() -> str:

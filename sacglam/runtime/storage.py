@@ -32,7 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+
+from sacglam.errors import UserInputError
 
 _CHUNK = 1 << 20
 
@@ -48,13 +51,19 @@ def _filesystem(location: str) -> tuple[Any, str]:
         return pafs.LocalFileSystem(), os.path.abspath(location)
     try:
         fs, path = pafs.FileSystem.from_uri(location)
-    except (ValueError, OSError) as error:  # (pyarrow.lib.ArrowInvalid is a ValueError)
-        raise StorageError(f"cannot open the storage {location!r} ({error}): check the URI and its options") from error
+    except (ValueError, OSError, pa.ArrowException) as error:
+        raise StorageError(
+            f"cannot open the storage {location!r} ({' '.join(str(error).split())}): check the URI's scheme "
+            "(a local path, s3://, gs://, hdfs://, file://) and its options"
+        ) from error
     return fs, path.rstrip("/")
 
 
-class StorageError(OSError):
-    """A location that cannot be opened or read."""
+class StorageError(UserInputError, OSError):
+    """A location that cannot be opened (a bad scheme or option)."""
+
+
+STORAGE_ERRORS = (OSError, pa.ArrowException)  # what reaching a storage may raise
 
 
 @dataclass(frozen=True)
@@ -99,7 +108,8 @@ class StoragePath:
 
     def local(self) -> Path:
         """The local path (only for local storage)."""
-        assert self.is_local, f"{self} is not on local disk"
+        if not self.is_local:
+            raise ValueError(f"{self} is not on local disk")
         return Path(self.path)
 
     def as_location(self) -> str:
@@ -266,7 +276,7 @@ def staging_dir(run: StoragePath) -> Path:
     temporary space named after the location (the same one for a resume on the same machine)."""
     if run.is_local:
         return run.local()
-    key = hashlib.sha256(str(run).encode()).hexdigest()[:12]
+    key = hashlib.sha256(run.as_location().encode()).hexdigest()[:12]  # the endpoint too
     return Path(tempfile.gettempdir()) / "sacglam-staging" / f"{run.name}-{key}"
 
 
