@@ -18,11 +18,12 @@ import yaml
 
 ray = pytest.importorskip("ray")
 
-from sacglam.config import AgentConfig, PipelineConfig, PPOConfig, ResourcesConfig, SACConfig, TrainConfig  # noqa: E402
+from sacglam.config import AgentConfig, PipelineConfig, PPOConfig, ResourcesConfig, TrainConfig  # noqa: E402
 from sacglam.learner.distributed import free_port  # noqa: E402
 from sacglam.pipeline.run import run_pipeline  # noqa: E402
 from sacglam.runtime.checkpoint import CheckpointStore, seal_step  # noqa: E402
 from sacglam.runtime.storage import StoragePath  # noqa: E402
+from tests.helpers import tiny_pipeline_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -72,22 +73,18 @@ def nodes(s3_server):
 
 
 def _sac(uri: str, **changes) -> TrainConfig:
-    base = TrainConfig(
-        algo="sac-her",
-        agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
-        num_envs=8,
+    """The shared tiny SAC-GLAM+HER run, through Ray across the nodes, its directory `uri`."""
+    return tiny_pipeline_config(
+        Path("unused"),
+        "unused",
+        output_dir=uri,
         total_env_steps=768,
         eval_every=10_000,
-        eval_episodes=4,
         log_every=128,
-        warm_start_steps=2,
-        output_dir=uri,
-        progress=False,
         runner="ray",
         pipeline=PipelineConfig(rollout_workers=2, checkpoint_every=256, resources=SMALL),
+        **changes,
     )
-    return replace(base, **changes)
 
 
 def _node_of(handle) -> str:
