@@ -23,7 +23,9 @@ there, and the critic's accuracy on the sampled policy's own transitions (SAC: Q
 the soft n-step return its targets define; PPO: V(s) against the discounted return; both with
 episodes run past the step limit, since both critics bootstrap through it: `critic_accuracy`).
 The base model's greedy picks and entropy on the same states are measured once per study
-(`zero-shot-diagnosis.json` in `--runs`). Every analysis also measures the uniform-random policy
+(`zero-shot-diagnosis.json` in `--runs`). `goal_probe` asks whether the policy and the critic read
+the goal at all: the same expert states under their own goal and under another (`goal-probe.json`
+per run, `zero-shot-goal-probe.json` for the base model). Every analysis also measures the uniform-random policy
 on each run's own evaluation episodes: the floor the table is read against.
 
 Writes benchmarks/results/smollm2/smollm2.json and curves.png and prints a table: zero-shot and
@@ -173,6 +175,7 @@ def analyse(args: Args) -> dict:
 
 
 DIAGNOSIS_FILE = "diagnosis.json"  # in the run directory: a finished run is diagnosed once
+GOAL_PROBE_FILE = "goal-probe.json"  # likewise, `goal_probe`
 DIAGNOSIS_SEED = 20_000  # diagnosis episodes share no seed with training (seed) or evaluation (seed + 10,000)
 
 
@@ -204,32 +207,102 @@ def collect(act, env_config, episodes: int, seed: int) -> list[list[dict]]:
     return trajectories
 
 
+def load_agent(directory: Path, trained: bool):
+    """(config, agent, SAC's final entropy coefficient or None) of a run: its final weights, or with
+    `trained=False` its initial policy (the base model: LoRA starts at zero)."""
+    import torch
+
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.models import GLAMAgent
+
+    cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
+    torch.manual_seed(cfg.seed)
+    agent = GLAMAgent(cfg.agent).eval()
+    alpha = None
+    if trained:
+        learner = torch.load(directory / "learner.pt", weights_only=False)["learner"]
+        agent.load_trainable_state_dict(learner["agent"])
+        alpha = float(learner["log_alpha"].exp()) if "log_alpha" in learner else None
+    return cfg, agent, alpha
+
+
+def expert_states(env, episodes: int) -> list[dict]:
+    """The states of the expert's shortest plans on `episodes` fresh episodes of `env` (one dict per
+    state: observation, candidates, the expert's action)."""
+    from sacglam.policies import EnvironmentExpert
+
+    expert = EnvironmentExpert(env).act_in
+    plans = collect(lambda e, o, c: [{"action": a} for a in expert(e, o, c)], env, episodes, DIAGNOSIS_SEED)
+    return [step for plan in plans for step in plan]
+
+
+def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:
+    """Does the policy (and SAC's critic) read its goal? On the expert's states of each goal set, the
+    same state under its own goal and under another goal of the set (drawn uniformly, fixed seed):
+    how far the policy's distribution moves (total variation), how often its greedy pick changes,
+    and for a Q-critic how far Q moves against how far it spreads across the candidates. A reader
+    blind to the goal gives 0 change; the spread is the scale a goal effect is read against."""
+    import random
+
+    import torch
+
+    from sacglam.envs.protocol import split_goal, with_goal
+
+    cfg, agent, _ = load_agent(directory, trained)
+    rng = random.Random(DIAGNOSIS_SEED)
+    out: dict = {}
+    for name, env in (("train", cfg.env), ("held-out", cfg.env.held_out)):
+        steps = expert_states(env, episodes)
+        goals = env.spec().goals()
+        own, swapped = [], []
+        for step in steps:
+            goal, rest = split_goal(step["observation"])
+            own.append(step["observation"])
+            swapped.append(with_goal(rest, rng.choice([g for g in goals if g != goal])))
+        candidates = [s["candidates"] for s in steps]
+        with torch.inference_mode():
+            a = agent(agent.encode(own, candidates))
+            b = agent(agent.encode(swapped, candidates))
+        mask = a.mask.cpu()
+        pi_a, pi_b = a.log_pi.float().cpu().exp() * mask, b.log_pi.float().cpu().exp() * mask
+        probe = {
+            "states": len(steps),
+            "policy_total_variation": float(0.5 * (pi_a - pi_b).abs().sum(-1).mean()),
+            "greedy_pick_changes": float((pi_a.argmax(-1) != pi_b.argmax(-1)).float().mean()),
+        }
+        if trained and a.q is not None:
+            q_a, q_b = a.q.float().cpu(), b.q.float().cpu()
+            n = mask.sum(-1)
+            spread = q_a.masked_fill(~mask, float("-inf")).amax(-1) - q_a.masked_fill(~mask, float("inf")).amin(-1)
+            probe |= {
+                "q_mean_own_goal": float(((q_a * mask).sum(-1) / n).mean()),
+                "q_mean_other_goal": float(((q_b * mask).sum(-1) / n).mean()),
+                "q_mean_abs_change": float((((q_a - q_b).abs() * mask).sum(-1) / n).mean()),
+                "q_mean_spread_across_candidates": float(spread.mean()),
+                "argmax_q_changes": float(
+                    (
+                        q_a.masked_fill(~mask, float("-inf")).argmax(-1)
+                        != q_b.masked_fill(~mask, float("-inf")).argmax(-1)
+                    )
+                    .float()
+                    .mean()
+                ),
+            }
+        out[name] = probe
+    return out
+
+
 def diagnose(directory: Path, episodes: int, trained: bool = True) -> dict:
     """The final policy and critic of one run (see the module docstring); with `trained=False`, the
     run's initial policy (the base model: LoRA starts at zero), without the critic (untrained)."""
     import numpy as np
     import torch
 
-    from sacglam.config import TrainConfig
-    from sacglam.config_io import from_dict
-    from sacglam.models import GLAMAgent
-    from sacglam.policies import EnvironmentExpert
-
-    cfg = from_dict(TrainConfig, json.loads((directory / "config.json").read_text()))
-    torch.manual_seed(cfg.seed)
-    agent = GLAMAgent(cfg.agent).eval()
-    alpha = None  # SAC's final entropy coefficient
-    if trained:
-        learner = torch.load(directory / "learner.pt", weights_only=False)["learner"]
-        agent.load_trainable_state_dict(learner["agent"])
-        alpha = float(learner["log_alpha"].exp()) if "log_alpha" in learner else None
+    cfg, agent, alpha = load_agent(directory, trained)
     out: dict = {}
     for name, env in (("train", cfg.env), ("held-out", cfg.env.held_out)):
-        expert = EnvironmentExpert(env).act_in
-        plans = collect(
-            lambda e, o, c, act=expert: [{"action": a} for a in act(e, o, c)], env, episodes, DIAGNOSIS_SEED
-        )
-        steps = [step for plan in plans for step in plan]
+        steps = expert_states(env, episodes)
         with torch.inference_mode():
             forward = agent(agent.encode([s["observation"] for s in steps], [s["candidates"] for s in steps]))
         greedy = forward.log_pi.argmax(-1).tolist()
@@ -421,16 +494,26 @@ def main(args: Args) -> None:
         directory = run_dir(args, "sac-her", first["seed"])
         zero_shot_cached.write_text(json.dumps(diagnose(directory, args.diagnosis_episodes, trained=False), indent=2))
         print("zero-shot", zero_shot_cached.read_text(), flush=True)
+    zero_shot_probe = args.runs / f"zero-shot-{GOAL_PROBE_FILE}"
+    if args.diagnose and first and not zero_shot_probe.exists():
+        directory = run_dir(args, "sac-her", first["seed"])
+        zero_shot_probe.write_text(json.dumps(goal_probe(directory, args.diagnosis_episodes, trained=False), indent=2))
     if zero_shot_cached.exists():
         report["zero_shot_diagnosis"] = json.loads(zero_shot_cached.read_text())
+    if zero_shot_probe.exists():
+        report["zero_shot_goal_probe"] = json.loads(zero_shot_probe.read_text())
     for name, run in report["runs"].items():
         directory = run_dir(args, run["method"], run["seed"])
-        cached = directory / DIAGNOSIS_FILE
-        if args.diagnose and run["finished"] and not cached.exists():
-            cached.write_text(json.dumps(diagnose(directory, args.diagnosis_episodes), indent=2))
-            print(name, cached.read_text(), flush=True)
-        if cached.exists():
-            run["diagnosis"] = json.loads(cached.read_text())
+        for key, file, measure in (
+            ("diagnosis", DIAGNOSIS_FILE, diagnose),
+            ("goal_probe", GOAL_PROBE_FILE, goal_probe),
+        ):
+            cached = directory / file
+            if args.diagnose and run["finished"] and not cached.exists():
+                cached.write_text(json.dumps(measure(directory, args.diagnosis_episodes), indent=2))
+                print(name, key, cached.read_text(), flush=True)
+            if cached.exists():
+                run[key] = json.loads(cached.read_text())
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "smollm2.json").write_text(json.dumps(report, indent=2))
     if report["runs"]:

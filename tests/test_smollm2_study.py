@@ -66,6 +66,12 @@ def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_pa
         assert sac["diagnosis"][name]["q_on_expert_states"]["mean_spread_max_minus_min"] >= 0
         assert ppo["diagnosis"][name]["critic"]["mean_target_return"] == ppo["diagnosis"][name]["critic"]["mean_return"]
         assert "q_on_expert_states" not in ppo["diagnosis"][name]
+        probe = sac["goal_probe"][name]  # the same expert states, under their own goal and another
+        assert probe["states"] == sac["diagnosis"][name]["expert_states"]
+        assert 0.0 <= probe["policy_total_variation"] <= 1.0 and 0.0 <= probe["argmax_q_changes"] <= 1.0
+        assert probe["q_mean_abs_change"] >= 0 and probe["q_mean_spread_across_candidates"] >= 0
+        assert "q_mean_own_goal" not in ppo["goal_probe"][name]
+    assert "q_mean_own_goal" not in report["zero_shot_goal_probe"]["train"]
     assert set(report["zero_shot_diagnosis"]["train"]["expert_verbs"]) <= {"Go", "Grasp", "Release"}
     assert (tmp_path / "out" / "curves.png").stat().st_size > 0
     # a second analysis takes the kept diagnoses instead of loading the models again
