@@ -254,7 +254,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
-    default = None
+    default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
     if "--config" in rest:

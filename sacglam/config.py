@@ -457,7 +457,7 @@ class EvalConfig:
 
     def environments(self) -> list[tuple[str, EnvConfig]]:
         """(label, train-goal environment) pairs to evaluate, in order."""
-        named = [(variant, EnvConfig.variant(variant)) for variant in self.variants]
+        named: list[tuple[str, EnvConfig]] = [(variant, EnvConfig.variant(variant)) for variant in self.variants]
         if self.env != EnvConfig():  # the default environment is the `full` variant's
             named.append((self.env.name, self.env))
         return named or [(variant, EnvConfig.variant(variant)) for variant in DEFAULT_EVAL_VARIANTS]
@@ -619,7 +619,7 @@ class PipelineConfig:
             raise ValueError("max_steps_ahead, checkpoint_every and inference_max_wait_ms must be >= 0")
 
 
-DEFAULT_WARM_START_STEPS = 300  # what a random-initialised model gets unless warm_start_steps says otherwise
+DEFAULT_WARM_START_STEPS = 100  # what a random-initialised model gets unless warm_start_steps says otherwise
 
 
 @dataclass(frozen=True)
@@ -653,7 +653,11 @@ class TrainConfig:
     """Environment steps between two training-metric records."""
     warm_start_steps: int | None = None
     """Language warm-start steps before training (docs/algorithms.md): None (the default) gives a
-    random-initialised model (`tiny-*`) 300 and a pre-trained one none; 0 turns it off."""
+    random-initialised model (`tiny-*`) 100 and a pre-trained one none; 0 turns it off."""
+    warm_start_objective: Literal["uniform", "likelihood"] = "uniform"
+    """`uniform`: cross-entropy from the uniform policy over each state's candidates; `likelihood`:
+    next-token likelihood of random actions (what the results before issue 32 used; it leaves the
+    critic unable to read the goal: docs/sanity.md)."""
     seed: int = 0
     """Seed of the model's head init, the environments, the buffer and the policy's sampling."""
     output_dir: str = "runs/train"

@@ -121,8 +121,8 @@ def test_the_language_warm_start_is_on_for_a_random_model_and_off_for_a_pretrain
 
 def test_with_default_settings_the_untrained_tiny_policy_explores_a_new_environment():
     """Before the warm start, the tiny model's policy puts nearly all its mass on the 1-token `Wait`
-    (summed log-probs of random weights favour short actions); after the default warm start no
-    action dominates: every state's most likely action has under 0.5 and `Wait` is near 1/5."""
+    (summed log-probs of random weights favour short actions); after the default warm start the
+    policy is close to uniform over the 5 actions: `Wait` near 1/5, no action above 0.3."""
     from sacglam.learner.service import LearnerService
     from sacglam.models.agent import GLAMAgent
 
@@ -147,7 +147,7 @@ def test_with_default_settings_the_untrained_tiny_policy_explores_a_new_environm
     assert untrained[:, -1].mean() > 0.9  # `Wait` takes almost everything: the failure the default prevents
 
     warmed = probabilities(LearnerService(cfg, storage=None).agent)  # type: ignore[arg-type]
-    assert warmed[:, -1].mean() < 0.35 and warmed.max(-1).values.max() < 0.5
+    assert abs(warmed[:, -1].mean() - 0.2) < 0.05 and warmed.max(-1).values.max() < 0.3  # seeds 0-2: 0.199-0.202, 0.209
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -38,7 +38,7 @@ class LearnerService:
         agent = GLAMAgent(cfg.agent).eval()
         steps = cfg.warm_start_steps or 0  # TrainConfig resolves its default to a number
         self.warm_start_metrics = (
-            language_warm_start(agent, cfg.env, steps=steps, seed=cfg.seed)
+            language_warm_start(agent, cfg.env, steps=steps, seed=cfg.seed, objective=cfg.warm_start_objective)
             if steps and warm_start  # not when a checkpoint will overwrite the weights
             else {}
         )
