@@ -67,7 +67,10 @@ def sanity_config(environment: str, method: str, seed: int, total_env_steps: int
     )
 
 
-def run_one(environment: str, method: str, seed: int, args: Args) -> dict:
+def train_and_evaluate(environment: str, method: str, seed: int, total_env_steps: int, eval_every: int,
+                       directory: Path) -> dict:  # fmt: skip
+    """One run in this process on one torch thread (afresh: `directory` is emptied first): its
+    greedy and sampled success at every evaluation, and the env steps to greedy success 0.9."""
     import shutil
     import warnings
 
@@ -77,9 +80,8 @@ def run_one(environment: str, method: str, seed: int, args: Args) -> dict:
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    directory = args.runs / f"{environment}-{method}-seed{seed}"
     shutil.rmtree(directory, ignore_errors=True)
-    cfg = sanity_config(environment, method, seed, args.total_env_steps, args.eval_every, str(directory))
+    cfg = sanity_config(environment, method, seed, total_env_steps, eval_every, str(directory))
     start = time.perf_counter()
     run_pipeline(cfg, announce=lambda _: None)
     seconds = time.perf_counter() - start
@@ -91,6 +93,11 @@ def run_one(environment: str, method: str, seed: int, args: Args) -> dict:
     solved_at = next((step for step, greedy, _ in curve if greedy >= SOLVED and step > 0), None)
     return {"environment": environment, "method": method, "seed": seed, "seconds": seconds, "curve": curve,
             "solved_at": solved_at}  # fmt: skip
+
+
+def run_one(environment: str, method: str, seed: int, args: Args) -> dict:
+    directory = args.runs / f"{environment}-{method}-seed{seed}"
+    return train_and_evaluate(environment, method, seed, args.total_env_steps, args.eval_every, directory)
 
 
 def main(args: Args) -> None:
