@@ -20,7 +20,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,21 +85,37 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             raise OutputPathError(
                 f"{cfg.output} is a directory: --output takes a file name, e.g. {cfg.output / 'evaluation.json'}"
             )
+    environments = cfg.environments()
+    for label, env in environments:  # an expert asked for by name must exist: say so before anything runs
+        if "expert" in cfg.policies and not env.spec().has_expert:
+            raise UsageError(
+                f"{label} has no expert (an `expert_action()` method, docs/environments.md): drop expert from --policies"
+            )
     if any(name.startswith("llm-") for name in cfg.policies):
         from sacglam.models.loading import check_model
 
         check_model(cfg.agent.model)  # before the scripted policies run, not after
     rows: dict[str, dict[str, dict[str, float]]] = {}
     report: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "results": []}
-    for variant in cfg.variants:
-        train_env = EnvConfig.variant(variant)
-        for env_cfg in (train_env, train_env.held_out):
+    for variant, train_env in environments:
+        policies = cfg.policies or tuple(
+            p for p in ("expert", "random") if p != "expert" or train_env.spec().has_expert
+        )
+        agent_cfg = cfg.agent
+        if agent_cfg.random_initialised and not agent_cfg.tiny_vocabulary and train_env.name != "playground-text":
+            agent_cfg = replace(agent_cfg, tiny_vocabulary=train_env.spec().vocabulary())  # as a run builds it
+        for env_cfg in (train_env, train_env.held_out) if train_env.has_held_out else (train_env,):
             specs = episode_specs(env_cfg, cfg.episodes, cfg.seed)
-            for name in cfg.policies:
+            for name in policies:
                 label = f"{variant} / {env_cfg.goals} / {policy_label(name, cfg)}"
                 start = time.perf_counter()
                 results = run_episodes(
-                    make_policy(name, cfg, env_cfg), env_cfg, specs, cfg.num_envs, cfg.progress, description=label
+                    make_policy(name, replace(cfg, agent=agent_cfg), env_cfg),
+                    env_cfg,
+                    specs,
+                    cfg.num_envs,
+                    cfg.progress,
+                    description=label,
                 )
                 seconds = time.perf_counter() - start
                 rows[label] = success_by_goal_type(results, env_cfg)
@@ -238,14 +254,15 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
-    default = None
+    default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
             raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
-        default = load_yaml_config(cls, rest[at + 1])
+        default = evaluation_of_run(rest[at + 1]) if cls is EvalConfig else None
+        default = default or load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
     return _one_line_errors(f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}")
 
@@ -275,6 +292,24 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
             message.append(row)
         text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
         raise UsageError(f"{text} (`{command} --help` lists every option)") from None
+
+
+def evaluation_of_run(path: str) -> EvalConfig | None:
+    """`sacglam evaluate --config RUN.yaml`: a run config's environment and agent (without its
+    critic: the policies evaluated need none), or None when the file is not a run config."""
+    import dataclasses
+
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None  # load_yaml_config says what is wrong with the file
+    run_only = {f.name for f in dataclasses.fields(TrainConfig)} - {f.name for f in dataclasses.fields(EvalConfig)}
+    if not isinstance(data, dict) or not run_only & set(data):
+        return None
+    run = load_yaml_config(TrainConfig, path)
+    return EvalConfig(env=run.env, agent=replace(run.agent, critic="none"), seed=run.seed)
 
 
 def resumed_config(args: list[str]) -> TrainConfig:

@@ -17,6 +17,7 @@ from gymnasium.vector import VectorEnv
 from sacglam.envs.spec import BabyAISpec, EnvironmentSpec, GymnasiumSpec, PlaygroundSpec
 
 Variant = Literal["full", "simple", "babyai-goto", "babyai-pickup", "babyai-mixed"]
+DEFAULT_EVAL_VARIANTS: tuple[Variant, ...] = ("simple", "full")
 
 _BABYAI_VARIANTS = {"babyai-goto": "GoToLocal", "babyai-pickup": "PickupLocal", "babyai-mixed": "MixedLocal"}
 
@@ -155,6 +156,11 @@ class AgentConfig:
     tiny_vocabulary: tuple[str, ...] = ()
     """Words of a tiny model's tokenizer (empty: Playground-Text's). A run fills it in from its
     environment; set it only to build a tiny agent outside a run."""
+
+    @property
+    def random_initialised(self) -> bool:
+        """A tiny test model (random weights), not a pre-trained LLM."""
+        return self.model.startswith("tiny-")
 
     def __post_init__(self) -> None:
         if self.load_in_4bit and self.lora_r == 0:
@@ -416,14 +422,20 @@ class PPOConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Evaluate policies on Playground-Text (the scripted expert, uniform-random, the LLM agent
-    zero-shot): success rate per goal type, on the train goals and on the held-out test goals."""
+    """Evaluate policies (the environment's expert, uniform-random, the LLM agent zero-shot) on
+    Playground-Text's variants, BabyAI-Text or any protocol environment (`--env.name module:Class`,
+    or the `env` of a run config given with `--config`): success rate per goal type, on the train
+    goals and, when the environment has them, on its held-out goals."""
 
-    variants: tuple[Variant, ...] = ("simple", "full")
-    """Environment variants to evaluate on."""
-    policies: tuple[Literal["expert", "random", "llm-sampled", "llm-greedy"], ...] = ("expert", "random")
-    """Policies to evaluate: the scripted expert, uniform-random, and the LLM agent (`--agent.*`)
-    sampling from its policy or taking its most probable action."""
+    variants: tuple[Variant, ...] = ()
+    """Environment variants to evaluate on (default: simple and full, unless `--env.*` or a run
+    config's `env` names the environment)."""
+    env: EnvConfig = EnvConfig()
+    """An environment to evaluate on, set as in `sacglam train` (`--env.name module:Class`, ...)."""
+    policies: tuple[Literal["expert", "random", "llm-sampled", "llm-greedy"], ...] = ()
+    """Policies to evaluate: the environment's expert, uniform-random, and the LLM agent
+    (`--agent.*`) sampling from its policy or taking its most probable action (default: expert and
+    random, the expert only where the environment has one)."""
     episodes: int = 400
     """Episodes per policy, variant and goal set, split equally over the goal types."""
     num_envs: int = 32
@@ -442,8 +454,13 @@ class EvalConfig:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
         if self.num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}")
-        if not self.variants or not self.policies:
-            raise ValueError("give at least one variant and one policy")
+
+    def environments(self) -> list[tuple[str, EnvConfig]]:
+        """(label, train-goal environment) pairs to evaluate, in order."""
+        named: list[tuple[str, EnvConfig]] = [(variant, EnvConfig.variant(variant)) for variant in self.variants]
+        if self.env != EnvConfig():  # the default environment is the `full` variant's
+            named.append((self.env.name, self.env))
+        return named or [(variant, EnvConfig.variant(variant)) for variant in DEFAULT_EVAL_VARIANTS]
 
 
 @dataclass(frozen=True)
@@ -602,6 +619,9 @@ class PipelineConfig:
             raise ValueError("max_steps_ahead, checkpoint_every and inference_max_wait_ms must be >= 0")
 
 
+DEFAULT_WARM_START_STEPS = 100  # what a random-initialised model gets unless warm_start_steps says otherwise
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Training SAC-GLAM, SAC-GLAM+HER (through the actor-learner pipeline) or PPO-GLAM."""
@@ -631,8 +651,13 @@ class TrainConfig:
     """Episodes per evaluation and goal set (stratified by goal type); 0: no evaluation."""
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
-    warm_start_steps: int = 0
-    """Language warm-start steps before training (0: none; for random-initialised models)."""
+    warm_start_steps: int | None = None
+    """Language warm-start steps before training (docs/algorithms.md): None (the default) gives a
+    random-initialised model (`tiny-*`) 100 and a pre-trained one none; 0 turns it off."""
+    warm_start_objective: Literal["uniform", "likelihood"] = "uniform"
+    """`uniform`: cross-entropy from the uniform policy over each state's candidates; `likelihood`:
+    next-token likelihood of random actions (what the results before issue 32 used; it leaves the
+    critic unable to read the goal: docs/sanity.md)."""
     seed: int = 0
     """Seed of the model's head init, the environments, the buffer and the policy's sampling."""
     output_dir: str = "runs/train"
@@ -654,18 +679,22 @@ class TrainConfig:
     """Who chooses the training episodes' goals: the environment (default) or the agent itself."""
 
     def __post_init__(self) -> None:
-        if (
-            self.agent.model.startswith("tiny-")
-            and not self.agent.tiny_vocabulary
-            and self.env.name != "playground-text"
-        ):
+        # Both defaults that depend on the model and the environment are resolved once, here (the
+        # config is frozen), so config.json records what the run used.
+        if self.warm_start_steps is None:
+            steps = DEFAULT_WARM_START_STEPS if self.agent.random_initialised else 0
+            object.__setattr__(self, "warm_start_steps", steps)
+        elif self.warm_start_steps < 0:
+            raise ValueError(f"warm_start_steps must be >= 0 (0: no warm start), got {self.warm_start_steps}")
+        if self.agent.random_initialised and not self.agent.tiny_vocabulary and self.env.name != "playground-text":
             words = self.env.spec().vocabulary()
             if not words:
                 raise ValueError(
-                    f"env {self.env.name!r} gives no vocabulary for the tiny model's word-level tokenizer: "
-                    "use a pretrained model (agent.model), or set agent.tiny_vocabulary"
+                    f"env {self.env.name!r} gives no vocabulary for the tiny model's word-level tokenizer (it has no "
+                    "`vocabulary` attribute and random play collected no words): use a pretrained model "
+                    "(agent.model), or set agent.tiny_vocabulary"
                 )
-            object.__setattr__(self, "agent", replace(self.agent, tiny_vocabulary=words))  # frozen: set once, here
+            object.__setattr__(self, "agent", replace(self.agent, tiny_vocabulary=words))
         if self.num_envs % self.pipeline.rollout_workers:
             raise ValueError(
                 f"num_envs={self.num_envs} must split evenly over pipeline.rollout_workers={self.pipeline.rollout_workers}"

@@ -91,10 +91,16 @@ class Episode:
     candidates: tuple[tuple[str, ...], ...]  # T+1 candidate lists
     actions: tuple[int, ...]  # T indices into candidates[t]
     rewards: tuple[float, ...]  # T environment rewards
-    terminated: bool  # the last step achieved the goal (no bootstrap beyond it)
+    terminated: bool  # the last step ended the episode (no bootstrap beyond it): see `success`
     truncated: bool  # the episode hit max_steps (bootstrap from s_T)
     achieved_goals: tuple[tuple[str, ...], ...]  # T social-partner lists, one per step
     cut: bool = False  # a rollout's end stopped it here (neither terminated nor truncated yet)
+
+    @property
+    def success(self) -> bool:
+        """The episode achieved its goal: it terminated on a rewarded step. A termination without
+        reward is a failure some environments end episodes on (a wrong answer, a fall)."""
+        return self.terminated and self.rewards[-1] > 0
 
     def __post_init__(self) -> None:
         T = len(self.actions)
@@ -120,7 +126,7 @@ class ChunkReport:
 
     env_steps: int  # environment steps taken (vector steps x environments)
     episodes: int  # episodes that ended (terminated or truncated; not the segments a rollout's end cut)
-    successes: int  # of which terminated: the goal was achieved
+    successes: int  # of which successful (`Episode.success`: terminated on a rewarded step)
     episode_steps: int  # steps of those episodes
     policy_version: int  # the oldest weights version that chose an action (-1: uniform-random actions only)
     goal_outcomes: tuple[tuple[str, bool], ...] = ()  # (goal, success) of each episode that ended, in order

@@ -10,7 +10,13 @@ import pytest
 
 from sacglam.envs import PlaygroundText
 from sacglam.envs.babyai import BabyAIText
-from sacglam.envs.protocol import EnvironmentProtocolError, check_environment, split_goal, with_goal
+from sacglam.envs.protocol import (
+    EnvironmentProtocolError,
+    InvalidActionError,
+    check_environment,
+    split_goal,
+    with_goal,
+)
 
 
 class Corridor(gymnasium.Env):
@@ -27,6 +33,7 @@ class Corridor(gymnasium.Env):
         self.breakage = breakage
         self.position, self.goal, self.t = 0, 3, 0
         self.reported: set[str] = set()
+        self.shared: list[str] = []
 
     def _obs(self) -> str:
         text = f"You are at cell {self.position}.\nAction:"
@@ -35,8 +42,16 @@ class Corridor(gymnasium.Env):
         goal = "reach cell 4" if self.breakage.get("wrong_goal_line") else f"reach cell {self.goal}"
         return with_goal(text, goal)
 
+    def _candidates(self) -> list[str]:
+        if self.breakage.get("shared_candidates"):  # one list, rewritten in place at every step
+            self.shared[:] = ["left", "right"] if self.t % 2 else ["right", "left"]
+            return self.shared
+        if self.breakage.get("stale_candidates"):  # step() checks against the next step's list
+            return ["left", "right", f"wait {self.t}"]
+        return ["left", "right"]
+
     def _info(self, achieved: list[str] | None) -> dict[str, Any]:
-        info: dict[str, Any] = {"candidates": ["left", "right"], "goal": f"reach cell {self.goal}"}
+        info: dict[str, Any] = {"candidates": self._candidates(), "goal": f"reach cell {self.goal}"}
         if self.breakage.get("no_candidates"):
             del info["candidates"]
         if self.breakage.get("empty_candidates"):
@@ -55,9 +70,13 @@ class Corridor(gymnasium.Env):
 
     def step(self, action):
         self.t += 1
+        if action not in self._candidates() and not self.breakage.get("takes_anything"):
+            raise InvalidActionError(f"{action!r} is not one of {self._candidates()}")
         self.position = max(0, min(4, self.position + (1 if action == "right" else -1)))
         success = self.position == self.goal
         achieved = [f"reach cell {self.position}"] if f"reach cell {self.position}" not in self.reported else []
+        if self.breakage.get("repeats_reports"):
+            achieved = [f"reach cell {self.position}"]
         self.reported.update(achieved)
         if self.breakage.get("lying_partner"):
             success = False
@@ -88,6 +107,9 @@ def test_a_toy_environment_passes_and_its_features_are_found():
         ({"lying_partner": True}, "was reported achieved but the step was not a success"),
         ({"int_flags": True}, "terminated and truncated must be bools"),
         ({"no_spaces": True}, "has no observation_space"),
+        ({"repeats_reports": True}, "goal 'reach cell \\d' was reported achieved again \\(first at step \\d+\\)"),
+        ({"shared_candidates": True}, "was changed in place by step\\(\\)"),
+        ({"stale_candidates": True}, "step\\('wait \\d+'\\) failed .* although info\\['candidates'\\] listed it"),
     ],
 )
 def test_a_malformed_environment_is_refused_naming_what_is_wrong(breakage, message):
@@ -98,6 +120,11 @@ def test_a_malformed_environment_is_refused_naming_what_is_wrong(breakage, messa
         EnvironmentProtocolError, match=f"Corridor does not follow the environment protocol: .*{message}"
     ):
         check_environment(env)
+
+
+def test_an_environment_that_takes_an_action_it_did_not_offer_is_reported():
+    with pytest.warns(UserWarning, match="was accepted although it is not among info\\['candidates'\\]"):
+        assert check_environment(Corridor(takes_anything=True))["hindsight"]
 
 
 def test_goal_lines_split_and_join_back():

@@ -12,7 +12,8 @@ from sacglam.envs import goals
 from sacglam.envs.expert import ExpertPolicy, shortest_plan
 from sacglam.envs.goals import GOAL_TYPES, goal_type, parse_goal
 from sacglam.envs.observation import ParsedObservation, parse_observation
-from sacglam.envs.playground_text import InvalidActionError, PlaygroundState, PlaygroundText
+from sacglam.envs.playground_text import PlaygroundState, PlaygroundText
+from sacglam.envs.protocol import InvalidActionError
 from sacglam.envs.vector import PlaygroundTextVector
 
 FULL_KWARGS = {"n_objects": 6, "goals": "train", "max_steps": 30}

@@ -31,6 +31,7 @@ from sacglam.envs.goals import (
     goal_set_members,
     parse_goal,
 )
+from sacglam.envs.protocol import InvalidActionError
 from sacglam.envs.scenes import parse_scene, sample_scene
 from sacglam.envs.social_partner import SocialPartner
 from sacglam.envs.vocabulary import COLORS, TYPES, SceneObject, object_name
@@ -42,10 +43,6 @@ RESET_OPTIONS = ("goal", "scene")
 
 _MAX_OBJECTS = len(COLORS) * len(TYPES)  # distinct (color, type) pairs
 _TEXT_CHARSET = frozenset(string.ascii_letters + " _:,\n")
-
-
-class InvalidActionError(ValueError):
-    """An action string that is not one of the step's candidates."""
 
 
 class PlaygroundState(NamedTuple):

@@ -87,7 +87,11 @@ def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
 
 def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 200, seed: int = 0) -> dict[str, bool]:
     """Run `episodes` episodes of `env` (at most `max_steps` steps each) with uniformly random
-    candidates, and check every value against the protocol. Raises `EnvironmentProtocolError` listing every problem
+    candidates, and check every value against the protocol: types, the goal line, that a listed
+    candidate is accepted and the listed candidates are not changed by the step, that a goal is
+    reported achieved at most once per episode and the episode's own goal only on a success. It
+    warns about a step that sets terminated and truncated together and an environment that takes
+    an action it did not offer. Raises `EnvironmentProtocolError` listing every problem
     found (at most 10); returns the optional features the environment has: `goal` (goal-conditioned,
     relabelable observations), `hindsight` (`achieved_goals` reported), `goal_type`, `goal_reset`
     (`reset(options={"goal": g})` honoured)."""
@@ -116,10 +120,27 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
         if problems:
             break
         goal = info.get("goal")
+        reported: dict[str, int] = {}  # goal -> the step that reported it achieved
         for t in range(max_steps):
-            candidates = info["candidates"]
-            step = env.step(rng.choice(candidates))
             where = f"episode {episode}, step {t + 1}"
+            candidates = info["candidates"]
+            listed = list(candidates)  # what the agent was offered, kept apart from the environment's object
+            action = rng.choice(listed)
+            try:
+                step = env.step(action)
+            except Exception as error:  # a listed candidate must be accepted
+                problems.append(
+                    f"{where}: step({action!r}) failed ({type(error).__name__}: {error}) although info['candidates'] "
+                    f"listed it ({listed!r}): the candidates changed between info and step, or the environment "
+                    "refuses its own candidates"
+                )
+                break
+            if list(candidates) != listed:
+                problems.append(
+                    f"{where}: the info['candidates'] list returned before this step was changed in place by step() "
+                    f"(was {listed!r}, now {list(candidates)!r}): sacglam keeps that list with the transition, so "
+                    "the recorded candidates would not be those the action was chosen from; return a new list each time"
+                )
             if not (isinstance(step, tuple) and len(step) == 5):
                 raise EnvironmentProtocolError(
                     f"{where}: step() must return (obs, reward, terminated, truncated, info)"
@@ -135,6 +156,14 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 break
             if "achieved_goals" in info:
                 features["hindsight"] = True
+                for achieved in info["achieved_goals"]:
+                    if achieved in reported:
+                        problems.append(
+                            f"{where}: goal {achieved!r} was reported achieved again (first at step {reported[achieved]}); "
+                            "each goal is reported once per episode, the first time it is achieved, or hindsight "
+                            "relabeling would count it twice"
+                        )
+                    reported.setdefault(achieved, t + 1)
                 if goal in info["achieved_goals"] and not (terminated and float(reward) > 0):
                     problems.append(
                         f"{where}: the episode's own goal {goal!r} was reported achieved but the step was not a "
@@ -152,6 +181,8 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 break
         if problems:
             break
+    if not problems:
+        _probe_an_action_outside_the_candidates(env, seed)
     if features["goal"] and not problems:
         features["goal_reset"] = _honours_goal_reset(env, goal_of=env.reset(seed=seed)[1]["goal"], seed=seed + 1)
     if problems:
@@ -160,6 +191,28 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {shown}"
         )
     return features
+
+
+NOT_A_CANDIDATE = "<sacglam: not one of the candidates>"
+
+
+def _probe_an_action_outside_the_candidates(env: gymnasium.Env, seed: int) -> None:
+    """Step once, on a fresh episode, with a text that is no candidate: an environment should refuse
+    it (raise, e.g. `InvalidActionError`). One that takes it warns: sacglam only ever sends listed
+    candidates, but a stale or mistyped action would then pass unnoticed."""
+    _, info = env.reset(seed=seed)
+    if not isinstance(info, dict) or NOT_A_CANDIDATE in (info.get("candidates") or ()):
+        return
+    try:
+        env.step(NOT_A_CANDIDATE)
+    except Exception:  # refused, in whatever way the environment refuses
+        return
+    warnings.warn(
+        f"{type(env.unwrapped).__name__}: step({NOT_A_CANDIDATE!r}) was accepted although it is not among "
+        "info['candidates']; an environment should raise for an action it did not offer (for example "
+        "sacglam.envs.protocol.InvalidActionError), or an action taken from stale candidates goes unnoticed",
+        stacklevel=3,
+    )
 
 
 def _check_observation(obs: Any, info: Any, where: str, goal_conditioned: bool) -> list[str]:

@@ -77,6 +77,11 @@ class EnvironmentSpec(ABC):
         unknown: the tiny model then cannot be used)."""
         return ()
 
+    @property
+    def has_expert(self) -> bool:
+        """Whether `expert_action` has an expert to ask."""
+        return False
+
     def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
         """The expert's action in `env`'s current state (`observation`, `candidates`)."""
         raise ExpertUnavailableError(f"{type(self).__name__} has no expert policy")
@@ -142,6 +147,10 @@ class PlaygroundSpec(EnvironmentSpec):
 
         return prompt_words()
 
+    @property
+    def has_expert(self) -> bool:
+        return True
+
     def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
         from sacglam.envs.expert import ExpertPolicy
 
@@ -196,6 +205,10 @@ class BabyAISpec(EnvironmentSpec):
         words = fixed.split() + list(COLORS) + list(OBJECT_TYPES) + [w for t in (*TASKS, *ACTIONS) for w in t.split()]
         return tuple(dict.fromkeys(words + [str(n) for n in range(13)]))
 
+    @property
+    def has_expert(self) -> bool:
+        return True
+
     def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
         return env.unwrapped.expert_action()  # type: ignore[attr-defined]
 
@@ -242,9 +255,33 @@ class GymnasiumSpec(EnvironmentSpec):
             return None
         return GymnasiumSpec(self.entry, self.kwargs, "test", self.held_out_kwargs)
 
+    @property
+    def has_expert(self) -> bool:
+        """An environment with an `expert_action()` method (no arguments: the expert's next action)."""
+        env = self.make()
+        found = callable(getattr(env.unwrapped, "expert_action", None))
+        env.close()
+        return found
+
+    def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
+        expert = getattr(env.unwrapped, "expert_action", None)
+        if not callable(expert):
+            raise ExpertUnavailableError(
+                f"env {self.entry!r} has no expert: give it an expert_action() method that returns the expert's next "
+                "action (docs/environments.md)"
+            )
+        return expert()
+
     def vocabulary(self) -> tuple[str, ...]:
-        """The environment's own `vocabulary` attribute (a sequence of words), if it has one."""
+        """The environment's own `vocabulary` attribute (a sequence of words) if it has one, else the
+        words random play meets in it and in its held-out twin (`sacglam.envs.words`)."""
+        from sacglam.envs.words import collect_words
+
         env = self.make()
         words = tuple(getattr(env.unwrapped, "vocabulary", ()))
         env.close()
-        return words
+        if words:
+            return words
+        twin = self.held_out()
+        collected = collect_words(self.make) + (collect_words(twin.make) if twin is not None else ())
+        return tuple(dict.fromkeys(collected))

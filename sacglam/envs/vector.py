@@ -28,8 +28,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from sacglam.envs.playground_text import InvalidActionError, PlaygroundText
-from sacglam.envs.protocol import reset_on_goal
+from sacglam.envs.playground_text import PlaygroundText
+from sacglam.envs.protocol import InvalidActionError, reset_on_goal
 from sacglam.envs.text_vector import per_env_options, per_env_seeds
 
 

@@ -36,9 +36,10 @@ class LearnerService:
         torch.manual_seed(cfg.seed)  # every rank builds the same initial weights
         # Dropout off for the whole run: acting, targets and updates use the same function.
         agent = GLAMAgent(cfg.agent).eval()
+        steps = cfg.warm_start_steps or 0  # TrainConfig resolves its default to a number
         self.warm_start_metrics = (
-            language_warm_start(agent, cfg.env, steps=cfg.warm_start_steps, seed=cfg.seed)
-            if cfg.warm_start_steps and warm_start  # not when a checkpoint will overwrite the weights
+            language_warm_start(agent, cfg.env, steps=steps, seed=cfg.seed, objective=cfg.warm_start_objective)
+            if steps and warm_start  # not when a checkpoint will overwrite the weights
             else {}
         )
         self.training = make_training(agent, cfg, storage, rank, world_size)

@@ -44,8 +44,18 @@ def language_warm_start(
     batch_size: int = 64,
     lr: float = 1e-3,
     seed: int = 0,
+    objective: str = "likelihood",
 ) -> dict[str, float]:
-    """Maximise log P_LLM(a|s) of uniformly chosen actions; returns the first and last loss."""
+    """Train the LLM (not the critic) on states of a uniform-random transcript; returns the first
+    and last loss. `likelihood`: maximise log P_LLM(a|s) of the uniformly chosen actions (next-token
+    likelihood of their tokens). `uniform`: minimise the cross-entropy from the uniform policy,
+    -mean_a log pi(a|s) over each state's candidates, which is zero-gradient once the policy is
+    uniform. Both remove the short-action bias; the likelihood objective also drives the hidden
+    state at the action tokens towards one that ignores the prompt (the best next-token prediction
+    of a random action is the same in every state), which leaves a critic reading that state unable
+    to tell goals apart (docs/sanity.md); the uniform objective asks for no more than the policy."""
+    if objective not in ("likelihood", "uniform"):
+        raise ValueError(f"warm start objective must be 'likelihood' or 'uniform', got {objective!r}")
     observations, candidates, chosen = random_transcript(env_config, transitions, seed)
     params = [p for n, p in agent.named_parameters() if p.requires_grad and not n.startswith("critic.")]
     optimizer = torch.optim.Adam(params, lr=lr)
@@ -55,8 +65,12 @@ def language_warm_start(
         rows = torch.randint(len(observations), (batch_size,), generator=generator).tolist()
         batch = agent.encode([observations[i] for i in rows], [candidates[i] for i in rows])
         out = agent(batch, with_critic=False)
-        picked = torch.tensor([chosen[i] for i in rows], device=out.action_log_likelihood.device)
-        loss = -out.action_log_likelihood.gather(1, picked[:, None]).mean()
+        if objective == "uniform":
+            log_pi = out.log_pi.masked_fill(~out.mask, 0.0)
+            loss = -(log_pi.sum(-1) / out.mask.sum(-1)).mean()
+        else:
+            picked = torch.tensor([chosen[i] for i in rows], device=out.action_log_likelihood.device)
+            loss = -out.action_log_likelihood.gather(1, picked[:, None]).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -55,10 +55,10 @@ class RolloutService:
         return ChunkReport(
             env_steps=got.env_steps,
             episodes=len(finished),
-            successes=sum(e.terminated for e in finished),
+            successes=sum(e.success for e in finished),
             episode_steps=sum(len(e.actions) for e in finished),
             policy_version=got.policy_version,
-            goal_outcomes=tuple((e.goal, e.terminated) for e in finished),
+            goal_outcomes=tuple((e.goal, e.success) for e in finished),
             reported_goals=tuple(dict.fromkeys(g for e in got.episodes for step in e.achieved_goals for g in step)),
         )
 

@@ -23,14 +23,15 @@ from gymnasium import spaces
 from sacglam.envs.babyai.describe import describe
 from sacglam.envs.babyai.level import LocalMissionLevel
 from sacglam.envs.babyai.missions import TASKS, Mission, Split, is_held_out, parse_mission
+from sacglam.envs.protocol import InvalidActionError
 
 ACTIONS = ("turn left", "turn right", "go forward", "pick up", "drop", "toggle")  # minigrid's 0-5
 _CHARSET = frozenset(string.ascii_letters + string.digits + " ,:\n")  # what the texts are made of
 LEVELS = {"GoToLocal": ("go to",), "PickupLocal": ("pick up",), "MixedLocal": TASKS}
 
 
-class InvalidBabyAIActionError(ValueError):
-    pass
+class InvalidBabyAIActionError(InvalidActionError):
+    """An action text that is not one of BabyAI-Text's six."""
 
 
 class BabyAIText(gymnasium.Env):

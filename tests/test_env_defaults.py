@@ -1,0 +1,185 @@
+"""What a user's own environment meets with default settings (`docs/environments.md`, "In a run"):
+the tiny model's words collected by random play, the language warm start on for a random model
+(and off for a pre-trained one), an untrained policy that explores, and `sacglam evaluate` on it.
+
+`Lamps` is the kind of environment a user brings: four lamps, goals such as `Turn on the red lamp
+then the blue lamp`, actions `Toggle the <colour> lamp` (4 tokens) and `Wait` (1 token), no
+`vocabulary` attribute and no expert."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from typing import Any
+
+import gymnasium
+import pytest
+import torch
+from tokenizers import pre_tokenizers
+
+from sacglam.config import DEFAULT_WARM_START_STEPS, AgentConfig, EnvConfig, TrainConfig
+from sacglam.envs.protocol import InvalidActionError, check_environment, with_goal
+from sacglam.envs.words import WORD, collect_words
+
+COLOURS = ("red", "blue", "green", "yellow")
+LAMPS = "tests.test_env_defaults:Lamps"
+
+
+class Lamps(gymnasium.Env):
+    """Turn lamps on in the goal's order within 6 steps; a goal is achieved when its last lamp is
+    switched on after the ones before it."""
+
+    observation_space = gymnasium.spaces.Text(max_length=300)
+    action_space = gymnasium.spaces.Text(max_length=30)
+    goals = tuple(f"Turn on the {c} lamp" for c in COLOURS) + tuple(
+        f"Turn on the {a} lamp then the {b} lamp" for a, b in itertools.permutations(COLOURS, 2)
+    )
+
+    def __init__(self) -> None:
+        self.on: set[str] = set()
+        self.order: list[str] = []
+        self.goal, self.t, self.reported = self.goals[0], 0, set[str]()
+
+    def _obs(self) -> str:
+        lamps = ", ".join(f"{c} lamp {'on' if c in self.on else 'off'}" for c in COLOURS)
+        return with_goal(f"Lamps: {lamps}.\nAction:", self.goal)
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        return {"candidates": [*(f"Toggle the {c} lamp" for c in COLOURS), "Wait"], "goal": self.goal,
+                "achieved_goals": achieved}  # fmt: skip
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = (options or {}).get("goal") or self.goals[int(self.np_random.integers(len(self.goals)))]
+        self.on, self.order, self.t, self.reported = set(), [], 0, set()
+        return self._obs(), self._info([])
+
+    def step(self, action):
+        if action not in self._info([])["candidates"]:
+            raise InvalidActionError(f"{action!r} is not an action of Lamps")
+        self.t += 1
+        achieved = []
+        if action != "Wait":
+            colour = action.split(" ")[2]
+            self.on ^= {colour}
+            if colour in self.on:
+                achieved = [f"Turn on the {colour} lamp"]
+                achieved += [f"Turn on the {a} lamp then the {colour} lamp" for a in self.order if a in self.on]
+                self.order.append(colour)
+        achieved = [g for g in achieved if g not in self.reported]
+        self.reported.update(achieved)
+        success = self.goal in achieved
+        return self._obs(), float(success), success, self.t >= 6 and not success, self._info(achieved)
+
+
+def test_lamps_follows_the_protocol():
+    assert check_environment(Lamps()) == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
+
+
+def test_word_split_is_the_tiny_tokenizers_own():
+    whitespace = pre_tokenizers.Whitespace()
+    rng = random.Random(0)
+    alphabet = "ab Z9_-.,:!'\n\té"
+    for _ in range(200):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(30)))
+        assert WORD.findall(text) == [word for word, _ in whitespace.pre_tokenize_str(text)], text
+
+
+def test_an_environment_without_a_vocabulary_gets_the_words_random_play_meets():
+    words = collect_words(Lamps, steps=500)
+    assert {"Goal", ":", "Turn", "on", "then", "Toggle", "Wait", "Lamps", "off", ".", ",", *COLOURS} <= set(words)
+    assert len(words) == len(set(words)) and collect_words(Lamps, steps=500) == words  # no repeats; seeded
+    cfg = TrainConfig(env=EnvConfig(name=LAMPS), agent=AgentConfig(model="tiny-causal", lora_r=0))
+    assert set(cfg.agent.tiny_vocabulary) == set(collect_words(Lamps))
+
+
+def test_random_play_that_fails_names_the_step_and_the_error():
+    class Breaks(Lamps):
+        def step(self, action):
+            if self.t == 2:
+                raise RuntimeError("lamp fuse blew")
+            return super().step(action)
+
+    with pytest.raises(
+        ValueError, match="random play to collect the words of Breaks failed at step 2 .*lamp fuse blew"
+    ):
+        collect_words(Breaks)
+
+
+def test_the_language_warm_start_is_on_for_a_random_model_and_off_for_a_pretrained_one():
+    tiny = TrainConfig(env=EnvConfig(name=LAMPS), agent=AgentConfig(model="tiny-causal", lora_r=0))
+    assert tiny.warm_start_steps == DEFAULT_WARM_START_STEPS
+    pretrained = TrainConfig(agent=AgentConfig(model="smollm2-135m"))
+    assert pretrained.warm_start_steps == 0
+    assert TrainConfig(agent=AgentConfig(model="tiny-causal", lora_r=0), warm_start_steps=0).warm_start_steps == 0
+    with pytest.raises(ValueError, match="warm_start_steps must be >= 0"):
+        TrainConfig(warm_start_steps=-1)
+
+
+def test_with_default_settings_the_untrained_tiny_policy_explores_a_new_environment():
+    """Before the warm start, the tiny model's policy puts nearly all its mass on the 1-token `Wait`
+    (summed log-probs of random weights favour short actions); after the default warm start the
+    policy is close to uniform over the 5 actions: `Wait` near 1/5, no action above 0.3."""
+    from sacglam.learner.service import LearnerService
+    from sacglam.models.agent import GLAMAgent
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig(env=EnvConfig(name=LAMPS), agent=AgentConfig(model="tiny-causal", lora_r=0), seed=0)
+    env, rng = Lamps(), random.Random(0)
+    observations, candidates = [], []
+    obs, info = env.reset(seed=1)
+    for _ in range(64):
+        observations.append(obs)
+        candidates.append(info["candidates"])
+        obs, _, terminated, truncated, info = env.step(rng.choice(info["candidates"]))
+        if terminated or truncated:
+            obs, info = env.reset(seed=rng.randrange(1000))
+
+    def probabilities(agent: GLAMAgent) -> torch.Tensor:
+        with torch.inference_mode():
+            return agent(agent.encode(observations, candidates), with_critic=False).log_pi.exp()
+
+    torch.manual_seed(cfg.seed)
+    untrained = probabilities(GLAMAgent(cfg.agent).eval())
+    assert untrained[:, -1].mean() > 0.9  # `Wait` takes almost everything: the failure the default prevents
+
+    warmed = probabilities(LearnerService(cfg, storage=None).agent)  # type: ignore[arg-type]
+    assert abs(warmed[:, -1].mean() - 0.2) < 0.05 and warmed.max(-1).values.max() < 0.3  # seeds 0-2: 0.199-0.202, 0.209
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sacglam", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_evaluate_takes_any_protocol_environment_and_a_run_configs_environment(tmp_path):
+    out = tmp_path / "lamps.json"
+    done = run_cli("evaluate", "--env.name", LAMPS, "--episodes", "16", "--output", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())["results"]
+    assert [(r["variant"], r["goal_set"], r["policy"]) for r in results] == [(LAMPS, "train", "random")]  # no expert
+    assert 0.0 < results[0]["success_by_goal_type"]["all"]["success"] < 1.0
+
+    sanity = tmp_path / "corridor.json"
+    done = run_cli(
+        "evaluate", "--env.name", "sacglam.envs.sanity:GoalCorridor", "--episodes", "16", "--output", str(sanity),
+        "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {r["policy"]: r["success_by_goal_type"]["all"]["success"] for r in json.loads(sanity.read_text())["results"]}
+    assert rows["expert"] == 1.0 and rows["random"] < 1.0
+
+    done = run_cli("evaluate", "--env.name", LAMPS, "--policies", "expert", "--episodes", "4")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "has no expert" in done.stderr and "drop expert from --policies" in done.stderr
+
+    babyai = tmp_path / "babyai.json"
+    done = run_cli(
+        "evaluate", "--config", "tune_configs/runs/cpu_babyai_sac.yaml", "--policies", "random", "--episodes", "8",
+        "--output", str(babyai), "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sets = [(r["variant"], r["goal_set"]) for r in json.loads(babyai.read_text())["results"]]
+    assert sets == [("babyai-text", "train"), ("babyai-text", "test")]  # the run's env and its held-out twin
