@@ -377,6 +377,7 @@ def pipeline_runs(model: str, args: Run, out: Path) -> list[dict]:
         total_env_steps=args.pipeline_env_steps,
         eval_every=args.pipeline_env_steps,
         eval_episodes=args.eval_episodes,
+        warm_start_steps=0,  # a timing check: no language warm start, whatever the model
         progress=False,
         pipeline=PipelineConfig(rollout_workers=2),
     )

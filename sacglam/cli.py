@@ -102,7 +102,13 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             p for p in ("expert", "random") if p != "expert" or train_env.spec().has_expert
         )
         agent_cfg = cfg.agent
-        if agent_cfg.random_initialised and not agent_cfg.tiny_vocabulary and train_env.name != "playground-text":
+        wants_llm = any(p.startswith("llm-") for p in policies)
+        if (
+            wants_llm
+            and agent_cfg.random_initialised
+            and not agent_cfg.tiny_vocabulary
+            and train_env.name != "playground-text"
+        ):
             agent_cfg = replace(agent_cfg, tiny_vocabulary=train_env.spec().vocabulary())  # as a run builds it
         for env_cfg in (train_env, train_env.held_out) if train_env.has_held_out else (train_env,):
             specs = episode_specs(env_cfg, cfg.episodes, cfg.seed)
@@ -257,14 +263,44 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
+    from_file: dict[str, Any] = {}
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
             raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
         default = evaluation_of_run(rest[at + 1]) if cls is EvalConfig else None
         default = default or load_yaml_config(cls, rest[at + 1])
+        from_file = _yaml_mapping(rest[at + 1])
         del rest[at : at + 2]
-    return _one_line_errors(f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}")
+    if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
+        default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
+    parsed = _one_line_errors(
+        f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}"
+    )
+    if isinstance(parsed, TrainConfig) and from_file:
+        parsed = _resolve_again(parsed, from_file, rest)
+    return parsed
+
+
+def _yaml_mapping(path: str) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]) -> TrainConfig:
+    """The defaults a `TrainConfig` works out from its model and environment (warm-start steps, a
+    tiny model's words) were worked out for the file's values; flags may have changed the model or
+    the environment since: work them out again unless the file or a flag set them."""
+    agent_in_file = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
+    steps_given = "warm_start_steps" in from_file or "--warm-start-steps" in flags
+    words_given = "tiny_vocabulary" in agent_in_file or "--agent.tiny-vocabulary" in flags
+    return replace(
+        cfg,
+        warm_start_steps=cfg.warm_start_steps if steps_given else None,
+        agent=cfg.agent if words_given else replace(cfg.agent, tiny_vocabulary=()),
+    )
 
 
 _BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders
@@ -309,7 +345,9 @@ def evaluation_of_run(path: str) -> EvalConfig | None:
     if not isinstance(data, dict) or not run_only & set(data):
         return None
     run = load_yaml_config(TrainConfig, path)
-    return EvalConfig(env=run.env, agent=replace(run.agent, critic="none"), seed=run.seed)
+    words_given = isinstance(data.get("agent"), dict) and "tiny_vocabulary" in data["agent"]
+    agent = replace(run.agent, critic="none", tiny_vocabulary=run.agent.tiny_vocabulary if words_given else ())
+    return EvalConfig(env=run.env, env_given=True, agent=agent, seed=run.seed)
 
 
 def resumed_config(args: list[str]) -> TrainConfig:

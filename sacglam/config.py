@@ -432,6 +432,8 @@ class EvalConfig:
     config's `env` names the environment)."""
     env: EnvConfig = EnvConfig()
     """An environment to evaluate on, set as in `sacglam train` (`--env.name module:Class`, ...)."""
+    env_given: Annotated[bool, tyro.conf.Suppress] = False
+    """Whether `env` was given (an `--env.*` flag or a run config): set by the command line."""
     policies: tuple[Literal["expert", "random", "llm-sampled", "llm-greedy"], ...] = ()
     """Policies to evaluate: the environment's expert, uniform-random, and the LLM agent
     (`--agent.*`) sampling from its policy or taking its most probable action (default: expert and
@@ -458,7 +460,7 @@ class EvalConfig:
     def environments(self) -> list[tuple[str, EnvConfig]]:
         """(label, train-goal environment) pairs to evaluate, in order."""
         named: list[tuple[str, EnvConfig]] = [(variant, EnvConfig.variant(variant)) for variant in self.variants]
-        if self.env != EnvConfig():  # the default environment is the `full` variant's
+        if self.env_given or self.env != EnvConfig():  # the default environment is the `full` variant's
             named.append((self.env.name, self.env))
         return named or [(variant, EnvConfig.variant(variant)) for variant in DEFAULT_EVAL_VARIANTS]
 
@@ -677,6 +679,17 @@ class TrainConfig:
     """Actors, batching, weight sync and checkpoints of the pipeline."""
     goal_sampler: GoalSamplerConfig = GoalSamplerConfig()
     """Who chooses the training episodes' goals: the environment (default) or the agent itself."""
+
+    @staticmethod
+    def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+        """A run's config.json written before `warm_start_objective` existed (a full dump: every
+        other field present) warmed up by likelihood: read it so, so a resumed run goes on as it began."""
+        import dataclasses
+
+        others = {f.name for f in dataclasses.fields(TrainConfig)} - {"warm_start_objective"}
+        if others <= set(data) and "warm_start_objective" not in data:
+            return {**data, "warm_start_objective": "likelihood"}
+        return data
 
     def __post_init__(self) -> None:
         # Both defaults that depend on the model and the environment are resolved once, here (the

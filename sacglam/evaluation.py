@@ -100,7 +100,7 @@ def run_episodes(
                     goal=goal,
                     goal_type=env_spec.goal_type(goal),
                     seed=spec.seed,
-                    success=float(reward) > 0,
+                    success=bool(terminated) and float(reward) > 0,  # as Episode.success
                     steps=slot_steps[slot],
                 )
                 bar.update(1)

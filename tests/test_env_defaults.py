@@ -183,3 +183,42 @@ def test_evaluate_takes_any_protocol_environment_and_a_run_configs_environment(t
     assert done.returncode == 0, done.stderr
     sets = [(r["variant"], r["goal_set"]) for r in json.loads(babyai.read_text())["results"]]
     assert sets == [("babyai-text", "train"), ("babyai-text", "test")]  # the run's env and its held-out twin
+
+
+def test_flags_that_change_the_model_or_environment_work_the_defaults_out_again():
+    """`--config` gives defaults worked out for the file's model and environment; a flag that
+    changes either must not inherit them (CarryWord trained on SayWord's words, a pre-trained model
+    warm-started as a random one)."""
+    from sacglam.cli import parse
+
+    carry = parse(
+        ["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--env.name", "sacglam.envs.sanity:CarryWord"]
+    )
+    assert {"Take", "card", "Show"} <= set(
+        carry.agent.tiny_vocabulary
+    ) and carry.warm_start_steps == DEFAULT_WARM_START_STEPS
+    pretrained = parse(["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m",
+                        "--agent.lora-r", "8"])  # fmt: skip
+    assert pretrained.warm_start_steps == 0 and pretrained.agent.tiny_vocabulary == ()
+    kept = parse(["train", "--config", "tune_configs/runs/cpu_simple_sac.yaml", "--warm-start-steps", "7"])
+    assert kept.warm_start_steps == 7 and kept.warm_start_objective == "likelihood"  # the file's objective
+
+
+def test_evaluate_chooses_what_it_evaluates_from_the_flags_and_the_run_config():
+    from sacglam.cli import parse
+
+    assert [label for label, _ in parse(["evaluate"]).environments()] == ["simple", "full"]
+    assert [label for label, _ in parse(["evaluate", "--env.name", LAMPS]).environments()] == [LAMPS]
+    paper = parse(["evaluate", "--config", "tune_configs/runs/paper_sac_her.yaml"])  # its env is the default one
+    assert [env for _, env in paper.environments()] == [EnvConfig(n_objects=6, goals="train", max_steps=30)]
+
+
+def test_a_run_written_before_the_objective_existed_resumes_with_the_likelihood_warm_start():
+    import dataclasses
+
+    from sacglam.config_io import from_dict
+
+    saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(warm_start_steps=300))))
+    del saved["warm_start_objective"]
+    assert from_dict(TrainConfig, saved).warm_start_objective == "likelihood"
+    assert from_dict(TrainConfig, {"warm_start_steps": 300}).warm_start_objective == "uniform"  # a new file

@@ -88,10 +88,10 @@ def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
 def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 200, seed: int = 0) -> dict[str, bool]:
     """Run `episodes` episodes of `env` (at most `max_steps` steps each) with uniformly random
     candidates, and check every value against the protocol: types, the goal line, that a listed
-    candidate is accepted and the listed candidates are not changed by the step, that a goal is
-    reported achieved at most once per episode and the episode's own goal only on a success. It
-    warns about a step that sets terminated and truncated together and an environment that takes
-    an action it did not offer. Raises `EnvironmentProtocolError` listing every problem
+    candidate is accepted, that a goal is reported achieved at most once per episode and the
+    episode's own goal only on a success. It warns about a step that sets terminated and truncated
+    together, a candidate list that the step rewrites in place, and an environment that takes an
+    action it did not offer. Raises `EnvironmentProtocolError` listing every problem
     found (at most 10); returns the optional features the environment has: `goal` (goal-conditioned,
     relabelable observations), `hindsight` (`achieved_goals` reported), `goal_type`, `goal_reset`
     (`reset(options={"goal": g})` honoured)."""
@@ -106,7 +106,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)}"
         )
     features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
-    both_flags_seen = False
+    both_flags_seen = mutation_seen = False
     for episode in range(episodes):
         result = env.reset(seed=seed + episode)
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -135,11 +135,14 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                     "refuses its own candidates"
                 )
                 break
-            if list(candidates) != listed:
-                problems.append(
-                    f"{where}: the info['candidates'] list returned before this step was changed in place by step() "
-                    f"(was {listed!r}, now {list(candidates)!r}): sacglam keeps that list with the transition, so "
-                    "the recorded candidates would not be those the action was chosen from; return a new list each time"
+            if list(candidates) != listed and not mutation_seen:
+                mutation_seen = True
+                warnings.warn(
+                    f"{type(env.unwrapped).__name__}, {where}: the info['candidates'] list returned before this step "
+                    f"was changed in place by step() (was {listed!r}, now {list(candidates)!r}); sacglam copies "
+                    "each list it is given, but code that keeps the environment's list would record candidates "
+                    "the action was not chosen from: return a new list each time",
+                    stacklevel=2,
                 )
             if not (isinstance(step, tuple) and len(step) == 5):
                 raise EnvironmentProtocolError(

@@ -62,6 +62,7 @@ class TextVectorEnv(VectorEnv):
             obs, info = env.reset(seed=seeds[i], options=per_env_options[i])
             observations.append(obs)
             self._episode_info[i] = {k: v for k, v in info.items() if k not in _STEP_ONLY}
+            self._episode_info[i]["candidates"] = list(info.get("candidates") or [])
         self._needs_reset = False
         infos = self._gather([dict(e) for e in self._episode_info])
         infos["achieved_goals"] = [[] for _ in self.envs]
@@ -92,11 +93,16 @@ class TextVectorEnv(VectorEnv):
             obs, reward, term, trunc, info = env.step(actions[i])
             rewards[i], terminated[i], truncated[i] = reward, term, trunc
             achieved[i] = list(info.get("achieved_goals", []))
-            episode_info = {**self._episode_info[i], **info}  # the step's values over the reset's
+            # the step's values over the reset's; the candidate list copied, so an environment
+            # that rewrites its own list later (at reset) cannot change what was recorded
+            episode_info = {**self._episode_info[i], **info}
+            if "candidates" in info:
+                episode_info["candidates"] = list(info["candidates"])
             if term or trunc:
                 final_obs[i], final_info[i] = obs, episode_info
                 obs, info = reset_on_goal(env, self.goal_source() if self.goal_source else None)
                 episode_info = {k: v for k, v in info.items() if k not in _STEP_ONLY}
+                episode_info["candidates"] = list(info.get("candidates") or [])
             self._episode_info[i] = {k: v for k, v in episode_info.items() if k not in _STEP_ONLY}
             observations[i] = obs
             current[i] = self._episode_info[i]

@@ -11,6 +11,7 @@ pre-trained): apply it to every compared method alike, and not to pre-trained mo
 from __future__ import annotations
 
 import random
+from typing import Literal
 
 import torch
 
@@ -44,7 +45,7 @@ def language_warm_start(
     batch_size: int = 64,
     lr: float = 1e-3,
     seed: int = 0,
-    objective: str = "likelihood",
+    objective: Literal["uniform", "likelihood"] = "uniform",
 ) -> dict[str, float]:
     """Train the LLM (not the critic) on states of a uniform-random transcript; returns the first
     and last loss. `likelihood`: maximise log P_LLM(a|s) of the uniformly chosen actions (next-token
