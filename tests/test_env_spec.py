@@ -72,7 +72,8 @@ def test_any_protocol_environment_by_gymnasium_id_or_module_and_class():
     observations, infos = by_class.make_vector(3).reset(seed=0)
     assert len(observations) == 3 and infos["candidates"] == [["left", "right"]] * 3
     assert by_class.type_shares() == {ALL_TYPES: 1.0}
-    with pytest.raises(ExpertUnavailableError, match="GymnasiumSpec has no expert policy"):
+    assert not by_class.has_expert
+    with pytest.raises(ExpertUnavailableError, match="Corridor' has no expert: give it an expert_action\\(\\) method"):
         by_class.expert_action(by_class.make(), "", [])
     rewards = by_class.make_vector(2)
     rewards.reset(seed=0)

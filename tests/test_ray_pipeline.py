@@ -48,6 +48,7 @@ def _cfg(tmp_path, cluster, **changes):
         eval_episodes=4,
         log_every=128,
         warm_start_steps=5,
+        warm_start_objective="likelihood",  # what these tests' margins were measured with
         output_dir=tmp_path / "run",
         progress=False,
         runner="ray",
