@@ -238,6 +238,7 @@ def _last_sampler_record(run_dir):
 def test_a_run_on_an_environment_without_a_goal_list_samples_its_own_goals(mode, tmp_path, monkeypatch):
     monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])  # `tests.` importable
     cfg = TrainConfig(
+        warm_start_steps=0,  # not what these tests are about
         algo="sac-her",
         env=EnvConfig(name="tests.test_env_protocol:Corridor", held_out_kwargs={}),
         agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
@@ -270,6 +271,7 @@ def test_a_playground_run_whose_goal_list_is_locked_away_still_samples_its_own_g
     for cls in (EnvironmentSpec, PlaygroundSpec):
         monkeypatch.setattr(cls, "goals", forbidden)
     cfg = TrainConfig(
+        warm_start_steps=0,  # not what these tests are about
         algo="sac-her",
         agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=32),
         sac=SACConfig.with_her(batch_size=16, random_steps=64),

@@ -261,13 +261,17 @@ def test_babyai_text_trains_through_the_ray_runner_end_to_end(tmp_path, cluster)
         total_env_steps=384,
         eval_every=384,
         eval_episodes=8,
+        # the default warm start: a near-uniform policy reaches missions its partner reports (with 5
+        # likelihood steps the untrained policy sat on a few actions and some runs relabeled nothing)
+        warm_start_steps=100,
+        warm_start_objective="uniform",
         pipeline=PipelineConfig(rollout_workers=2, learners=1, resources=SMALL),
     )
     assert cfg.agent.tiny_vocabulary == env.spec().vocabulary()
     run_pipeline(cfg)
     last = {k: v for r in _records(cfg.output_dir) for k, v in r.items()}
     assert last["env_steps"] >= 384 and last["learner/updates"] > 0
-    assert last["buffer/relabeled_fraction"] > 0.02  # the partner's missions relabel episodes (0.09 seen)
+    assert last["buffer/relabeled_fraction"] > 0.02  # the partner's missions relabel episodes (0.17 on three runs)
     for goals in ("train", "test"):
         for goal_type in ("go to", "pick up", "all"):
             assert 0.0 <= last[f"eval/{goals}/sampled/{goal_type}"] <= 1.0

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow  # about 25 s: two short training runs in subproce
 TINY = [
     "--runner", "local", "--total-env-steps", "64", "--eval-episodes", "8", "--eval-every", "64",
     "--num-envs", "8", "--agent.model", "tiny-causal", "--agent.lora-layers", "1",
-    "--agent.critic-width", "32", "--pipeline.checkpoint-every", "0", "--no-progress",
+    "--agent.critic-width", "32", "--pipeline.checkpoint-every", "0", "--no-progress", "--warm-start-steps", "0",
 ]  # fmt: skip
 METHODS = {
     "sac-her": ["--sac.batch-size", "8", "--sac.critic-warmup-updates", "2"],
