@@ -269,8 +269,17 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         if at + 1 >= len(rest):
             raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
         default = evaluation_of_run(rest[at + 1]) if cls is EvalConfig else None
+        try:
+            from_file = _yaml_mapping(rest[at + 1])
+        except Exception:  # a missing or broken file: load_yaml_config below says what is wrong
+            from_file = {}
+        if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):
+            # the file's environment would have its words collected (random play: seconds to a minute)
+            # only for flags to replace it: `_resolve_again` collects the final environment's
+            agent = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
+            mapping = {**from_file, "agent": {**agent, "tiny_vocabulary": [_UNRESOLVED]}}
+            default = from_dict(TrainConfig, mapping, where=rest[at + 1])
         default = default or load_yaml_config(cls, rest[at + 1])
-        from_file = _yaml_mapping(rest[at + 1])
         del rest[at : at + 2]
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
@@ -289,18 +298,26 @@ def _yaml_mapping(path: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+_UNRESOLVED = "<unresolved>"  # a placeholder vocabulary, replaced before the config is used
+
+
+def _changes_model_or_env(flags: list[str]) -> bool:
+    return any(f.startswith(("--env.", "--agent.model")) for f in flags)
+
+
+def _words_in(from_file: dict[str, Any]) -> bool:
+    agent = from_file.get("agent")
+    return isinstance(agent, dict) and "tiny_vocabulary" in agent
+
+
 def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]) -> TrainConfig:
-    """The defaults a `TrainConfig` works out from its model and environment (warm-start steps, a
-    tiny model's words) were worked out for the file's values; flags may have changed the model or
-    the environment since: work them out again unless the file or a flag set them."""
+    """The defaults a `TrainConfig` works out from its model and environment were worked out for
+    the file's values; flags may have changed the model or the environment since: work them out
+    again unless the file or a flag set them."""
     agent_in_file = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
     steps_given = "warm_start_steps" in from_file or "--warm-start-steps" in flags
     words_given = "tiny_vocabulary" in agent_in_file or "--agent.tiny-vocabulary" in flags
-    return replace(
-        cfg,
-        warm_start_steps=cfg.warm_start_steps if steps_given else None,
-        agent=cfg.agent if words_given else replace(cfg.agent, tiny_vocabulary=()),
-    )
+    return cfg.resolved_again(warm_start_steps=not steps_given, vocabulary=not words_given)
 
 
 _BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders

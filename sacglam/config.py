@@ -6,6 +6,7 @@ construction and names the rule that broke and how to fix it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -14,7 +15,7 @@ import gymnasium
 import tyro
 from gymnasium.vector import VectorEnv
 
-from sacglam.envs.spec import BabyAISpec, EnvironmentSpec, GymnasiumSpec, PlaygroundSpec
+from sacglam.envs.spec import BabyAISpec, EnvironmentSpec, GymnasiumSpec, PlaygroundSpec, TextWorldSpec
 
 Variant = Literal["full", "simple", "babyai-goto", "babyai-pickup", "babyai-mixed"]
 DEFAULT_EVAL_VARIANTS: tuple[Variant, ...] = ("simple", "full")
@@ -24,20 +25,21 @@ _BABYAI_VARIANTS = {"babyai-goto": "GoToLocal", "babyai-pickup": "PickupLocal", 
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """The environment (`docs/environments.md`): Playground-Text by default, BabyAI-Text, or any
-    protocol environment by gymnasium id or `module:Class`."""
+    """The environment (`docs/environments.md`): Playground-Text by default, BabyAI-Text,
+    TextWorld games, or any protocol environment by gymnasium id or `module:Class`."""
 
     name: str = "playground-text"
-    """`playground-text`, `babyai-text`, or a gymnasium id / `module:Class` of a protocol environment."""
+    """`playground-text`, `babyai-text`, `textworld`, or a gymnasium id / `module:Class` of a
+    protocol environment."""
     n_objects: int = 6
     """Objects per scene or room (Playground-Text: 6 in the paper's task, 3 in the simplified
     variant; BabyAI-Text: keys, balls and boxes in the room)."""
     goals: str = "train"
     """Goal set episodes draw from: Playground-Text train, test, simple-train or simple-test;
-    BabyAI-Text and other environments train or test (its held-out twin)."""
+    BabyAI-Text, TextWorld and other environments train or test (its held-out twin)."""
     max_steps: int = 30
     """Steps before an episode is truncated (Playground-Text: 30 in the paper's task, 8 in the
-    simplified variant; BabyAI-Text: also; other environments set their own)."""
+    simplified variant; BabyAI-Text and TextWorld: also; other environments set their own)."""
     step_latency_ms: float = 0.0
     """Wall time added to every environment step of the vector form (a sleep), standing in for a
     slow engine in latency-hiding benchmarks; 0 in every real run."""
@@ -45,6 +47,17 @@ class EnvConfig:
     """BabyAI-Text level: GoToLocal, PickupLocal or MixedLocal."""
     room_size: int = 8
     """BabyAI-Text room side in cells, walls included."""
+    tw_challenge: str = "coin_collector"
+    """TextWorld: the challenge family games are built from (coin_collector, treasure_hunter)."""
+    tw_levels: tuple[int, ...] = (2, 3)
+    """TextWorld: the family's difficulty levels (coin collector 1-300, treasure hunter 1-30)."""
+    tw_games: int = 10
+    """TextWorld: games per level, for training and again (other seeds) held out."""
+    tw_game_path: str = ""
+    """TextWorld: a game file or folder of games to play instead of built ones (ALFWorld's
+    `.tw-pddl` games, your own `.z8`)."""
+    tw_held_out_game_path: str = ""
+    """TextWorld: the held-out games to `tw_game_path`'s (evaluation on goals=test)."""
     # Mappings are set in run configs (YAML), not on the command line (tyro cannot parse them).
     kwargs: Annotated[dict[str, Any], tyro.conf.Suppress] = field(default_factory=dict, hash=False)
     """Keyword arguments of a gymnasium id / `module:Class` environment."""
@@ -53,6 +66,9 @@ class EnvConfig:
     that make its held-out twin (None: it has none)."""
 
     def __post_init__(self) -> None:
+        for name in ("tw_game_path", "tw_held_out_game_path"):  # absolute: workers may run elsewhere
+            if getattr(self, name):
+                object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().absolute()))
         if not self.step_latency_ms >= 0:
             raise ValueError(
                 f"env.step_latency_ms must be >= 0 (milliseconds per env step), got {self.step_latency_ms}"
@@ -81,6 +97,16 @@ class EnvConfig:
             return PlaygroundSpec(self.n_objects, self.goals, self.max_steps, self.step_latency_ms)
         if self.name == "babyai-text":
             return BabyAISpec(self.level, self.goals, self.n_objects, self.room_size, self.max_steps)
+        if self.name == "textworld":
+            return TextWorldSpec(
+                self.tw_challenge,
+                tuple(self.tw_levels),
+                self.tw_games,
+                self.tw_game_path,
+                self.tw_held_out_game_path,
+                self.goals,
+                self.max_steps,
+            )
         return GymnasiumSpec(self.name, dict(self.kwargs), self.goals, self.held_out_kwargs)
 
     @property
@@ -621,6 +647,14 @@ class PipelineConfig:
             raise ValueError("max_steps_ahead, checkpoint_every and inference_max_wait_ms must be >= 0")
 
 
+@functools.lru_cache(maxsize=8)
+def _vocabulary(spec: EnvironmentSpec) -> tuple[str, ...]:
+    """An environment's words, collected once per process: random play in a TextWorld or user
+    environment takes seconds, and a config is rebuilt several times on the way to a run
+    (command-line flags, `resolved_again`)."""
+    return spec.vocabulary()
+
+
 DEFAULT_WARM_START_STEPS = 100  # what a random-initialised model gets unless warm_start_steps says otherwise
 
 
@@ -651,6 +685,11 @@ class TrainConfig:
     LoRA, whose adapters start at zero, under another algorithm)."""
     eval_episodes: int = 64
     """Episodes per evaluation and goal set (stratified by goal type); 0: no evaluation."""
+    eval_modes: tuple[Literal["sampled", "greedy"], ...] = ("sampled", "greedy")
+    """How the policy acts in evaluations: sampling from it, taking its most probable action, or
+    both. Each mode's episodes and sampling seeds are the same whichever others run."""
+    eval_held_out: bool = True
+    """Evaluate on the held-out goal set too (when the environment has one)."""
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
     warm_start_steps: int | None = None
@@ -691,16 +730,26 @@ class TrainConfig:
             return {**data, "warm_start_objective": "likelihood"}
         return data
 
+    def resolved_again(self, warm_start_steps: bool = True, vocabulary: bool = True) -> TrainConfig:
+        """This config with the defaults that depend on the model and the environment worked out
+        again for its current ones (after a command-line flag or a `replace` changed either):
+        the warm-start steps (`warm_start_steps`) and a tiny model's words (`vocabulary`)."""
+        return replace(
+            self,
+            warm_start_steps=None if warm_start_steps else self.warm_start_steps,
+            agent=replace(self.agent, tiny_vocabulary=()) if vocabulary else self.agent,
+        )
+
     def __post_init__(self) -> None:
         # Both defaults that depend on the model and the environment are resolved once, here (the
-        # config is frozen), so config.json records what the run used.
+        # config is frozen), so config.json records what the run used; `resolved_again` redoes it.
         if self.warm_start_steps is None:
             steps = DEFAULT_WARM_START_STEPS if self.agent.random_initialised else 0
             object.__setattr__(self, "warm_start_steps", steps)
         elif self.warm_start_steps < 0:
             raise ValueError(f"warm_start_steps must be >= 0 (0: no warm start), got {self.warm_start_steps}")
         if self.agent.random_initialised and not self.agent.tiny_vocabulary and self.env.name != "playground-text":
-            words = self.env.spec().vocabulary()
+            words = _vocabulary(self.env.spec())
             if not words:
                 raise ValueError(
                     f"env {self.env.name!r} gives no vocabulary for the tiny model's word-level tokenizer (it has no "
@@ -743,3 +792,5 @@ class TrainConfig:
             raise ValueError("num_envs, total_env_steps, eval_every and log_every must be >= 1")
         if self.eval_episodes < 0:
             raise ValueError(f"eval_episodes must be >= 0 (0: no evaluation), got {self.eval_episodes}")
+        if not self.eval_modes or len(set(self.eval_modes)) != len(self.eval_modes):
+            raise ValueError(f"eval_modes must name sampled, greedy or both, once each; got {list(self.eval_modes)}")

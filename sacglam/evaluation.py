@@ -149,14 +149,14 @@ class EvaluationPart:
 
 
 def training_evaluation(cfg: TrainConfig) -> list[EvaluationPart]:
-    """A run's evaluation: on its train and held-out goal sets, the same `eval_episodes` fixed
-    episodes (seed + 10,000) every time, so curves compare like with like, with the policy sampling
-    and greedy; in parts of `EVAL_PART_EPISODES` (whatever `num_envs` is, so are the parts)."""
+    """A run's evaluation: on its train and (`eval_held_out`) held-out goal sets, the same
+    `eval_episodes` fixed episodes (seed + 10,000) every time, so curves compare like with like,
+    with the policy sampling and/or greedy (`eval_modes`); in parts of `EVAL_PART_EPISODES` (whatever `num_envs` is, so are the parts)."""
     parts = []
     seed = cfg.seed + EVAL_SEED_OFFSET
-    for env in (cfg.env, cfg.env.held_out) if cfg.env.has_held_out else (cfg.env,):
+    for env in (cfg.env, cfg.env.held_out) if cfg.eval_held_out and cfg.env.has_held_out else (cfg.env,):
         specs = episode_specs(env, cfg.eval_episodes, seed)
-        for mode in ("sampled", "greedy"):
+        for mode in cfg.eval_modes:
             for k, start in enumerate(range(0, len(specs), EVAL_PART_EPISODES)):
                 part_seed = random.Random(f"evaluation/{env.goals}/{mode}/{seed}/{k}").randrange(2**31)
                 chunk = tuple(specs[start : start + EVAL_PART_EPISODES])

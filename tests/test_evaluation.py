@@ -143,3 +143,19 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
         for goal_type_name, row in table.items():
             assert results[f"eval/{env_cfg.goals}/greedy/{goal_type_name}"] == row["success"]
         assert f"eval/{env_cfg.goals}/sampled/all" in results
+
+
+def test_leaving_out_modes_and_the_held_out_set_keeps_the_other_parts_as_they_were():
+    """`eval_modes` and `eval_held_out` only drop parts: each remaining part has the same episodes
+    and sampling seed as in the full evaluation, so its figures do not change."""
+    from dataclasses import replace
+
+    from sacglam.config import TrainConfig
+    from sacglam.evaluation import training_evaluation
+
+    full = TrainConfig(warm_start_steps=0, eval_episodes=40, progress=False)
+    kept = training_evaluation(replace(full, eval_modes=("greedy",), eval_held_out=False))
+    assert {(p.env.goals, p.mode) for p in kept} == {(full.env.goals, "greedy")}
+    assert kept == [p for p in training_evaluation(full) if p.env.goals == full.env.goals and p.mode == "greedy"]
+    with pytest.raises(ValueError, match="eval_modes must name sampled, greedy or both"):
+        replace(full, eval_modes=())

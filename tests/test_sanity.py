@@ -146,7 +146,10 @@ def train_for_target(job: tuple[str, str, str]) -> dict:
     environment, method, root = job
     budget, _ = TARGETS[environment, method]
     every = 1024 if method == "ppo" else budget
-    return SANITY.train_and_evaluate(environment, method, 0, budget, every, Path(root) / f"{environment}-{method}")
+    directory = Path(root) / f"{environment}-{method}"
+    return SANITY.train_and_evaluate(
+        environment, method, 0, budget, every, directory, sampled=False
+    )  # greedy is asserted
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,10 @@ its goal set (metric keys: `eval/<goal set>/...`), its held-out twin, its goal t
 shares (per-type evaluation and the replay buffer's prior sampling), the goal list evaluation
 draws fixed episodes from, the words of its texts (the tiny model's vocabulary), and its expert.
 
-Three kinds: Playground-Text (`PlaygroundSpec`), BabyAI-Text (`BabyAISpec`), and any other
-protocol environment named by a gymnasium id or `module:Class` with keyword arguments
-(`GymnasiumSpec`: no goal list, one goal type, `all`, and no expert).
+Four kinds: Playground-Text (`PlaygroundSpec`), BabyAI-Text (`BabyAISpec`), TextWorld games
+(`TextWorldSpec`), and any other protocol environment named by a gymnasium id or `module:Class`
+with keyword arguments (`GymnasiumSpec`: no goal list, one goal type, `all`, and an expert only
+if the environment has an `expert_action()`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium
@@ -208,6 +209,81 @@ class BabyAISpec(EnvironmentSpec):
     @property
     def has_expert(self) -> bool:
         return True
+
+    def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
+        return env.unwrapped.expert_action()  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class TextWorldSpec(EnvironmentSpec):
+    """TextWorld games (`docs/textworld.md`): `n_games` per level of a challenge family built
+    offline (train seeds, or held-out seeds for goal set `test`), or the games at `game_path`
+    (`held_out_game_path` for `test`); `max_steps` per episode. Building the games (once, into
+    the cache) happens here, in the process that makes the spec, before any worker needs them."""
+
+    challenge: str = "coin_collector"
+    levels: tuple[int, ...] = (2, 3)
+    n_games: int = 10
+    game_path: str = ""
+    held_out_game_path: str = ""
+    goal_set: str = "train"
+    max_steps: int = 30
+
+    def __post_init__(self) -> None:
+        if self.goal_set not in ("train", "test"):
+            raise ValueError(f"TextWorld goals must be 'train' or 'test' (the held-out games), got {self.goal_set!r}")
+        if self.goal_set == "test" and self.game_path and not self.held_out_game_path:
+            raise ValueError(
+                "TextWorld games from env.tw_game_path have no held-out twin: set env.tw_held_out_game_path"
+            )
+        if self.held_out_game_path and not self.game_path:
+            raise ValueError(
+                "env.tw_held_out_game_path is set without env.tw_game_path: give the train games' path too"
+            )
+        if self.max_steps < 1:
+            raise ValueError(f"env.max_steps must be >= 1, got {self.max_steps}")
+        self.game_files()  # builds missing games now, with TextWorld's own messages on failure
+
+    def game_files(self) -> tuple[str, ...]:
+        from sacglam.envs.textworld.games import challenge_games, game_files
+
+        if self.game_path:
+            return tuple(
+                str(p) for p in game_files(self.held_out_game_path if self.goal_set == "test" else self.game_path)
+            )
+        held_out = self.goal_set == "test"
+        return tuple(str(p) for p in challenge_games(self.challenge, self.levels, self.n_games, held_out))
+
+    def make(self) -> gymnasium.Env:
+        from sacglam.envs.textworld import TextWorldEnv
+
+        return TextWorldEnv(self.game_files(), self.max_steps)
+
+    def held_out(self) -> EnvironmentSpec | None:
+        if self.goal_set == "test" or (self.game_path and not self.held_out_game_path):
+            return None
+        return replace(self, goal_set="test")
+
+    def vocabulary(self) -> tuple[str, ...]:
+        """The words random play meets in the train and held-out games, and every entity name."""
+        from sacglam.envs.words import collect_words, words_of
+
+        words: list[str] = []
+        for spec in (self, self.held_out()):
+            if spec is None:
+                continue
+            env = spec.make()
+            games = len(env.games)  # type: ignore[attr-defined]
+            names = [name for i in range(games) for name in sorted(env.game(i).entities)]  # type: ignore[attr-defined]
+            env.close()
+            words += collect_words(spec.make, steps=min(2_000, 100 * games))  # about 10 episodes a game
+            words += words_of(names)
+        return tuple(dict.fromkeys(words))
+
+    @property
+    def has_expert(self) -> bool:
+        """TextWorld's walkthrough, which its Inform7 games have (PDDL games: not asked for)."""
+        return not any(path.endswith(".tw-pddl") for path in self.game_files())
 
     def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
         return env.unwrapped.expert_action()  # type: ignore[attr-defined]

@@ -19,9 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from sacglam.cache import cache_root, publish
 from sacglam.errors import UserInputError
 from sacglam.models.tiny import tiny_causal_lm, tiny_seq2seq_lm, word_level_tokenizer
 
@@ -65,31 +64,8 @@ def _local_files_only() -> bool:
     return os.environ.get("SACGLAM_ALLOW_DOWNLOADS") != "1"
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("SACGLAM_CACHE", Path.home() / ".cache" / "sacglam"))
-
-
 def available_models() -> list[str]:
     return sorted(EMBEDDED_MODELS) + sorted(TINY_MODELS)
-
-
-def _publish(build: Callable[[Path], None], target: Path) -> Path:
-    """Write a model directory with `build(tmp_dir)` and move it into place atomically, so a
-    killed conversion or two concurrent ones never leave a half-written cache entry."""
-    if (target / "config.json").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    try:
-        build(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process published it first
-            if not (target / "config.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def embedded_model_dir(name: str) -> Path:
@@ -120,7 +96,7 @@ def embedded_model_dir(name: str) -> Path:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
 
-    return _publish(convert, cache_root() / "models" / name)
+    return publish(convert, cache_root() / "models" / name, marker="config.json")
 
 
 def tiny_model_dir(name: str, seed: int = 0, vocabulary: Sequence[str] = ()) -> Path:
@@ -133,7 +109,7 @@ def tiny_model_dir(name: str, seed: int = 0, vocabulary: Sequence[str] = ()) -> 
         tokenizer.save_pretrained(out)
 
     suffix = "-vocab" + hashlib.sha256("\n".join(vocabulary).encode()).hexdigest()[:12] if vocabulary else ""
-    return _publish(build, cache_root() / "models" / f"{name}-seed{seed}{suffix}")
+    return publish(build, cache_root() / "models" / f"{name}-seed{seed}{suffix}", marker="config.json")
 
 
 def resolve_model_path(name: str, vocabulary: Sequence[str] = ()) -> str:

@@ -258,7 +258,7 @@ class PipelineDriver:
 
     def _headline(self) -> dict[str, str]:
         out = {}
-        key = f"eval/{self.cfg.env.goals}/sampled/{OVERALL}"
+        key = f"eval/{self.cfg.env.goals}/{self.cfg.eval_modes[0]}/{OVERALL}"
         if key in self.latest_eval:
             out["eval"] = f"{self.latest_eval[key]:.2f}"
         episodes = sum(e for e, _ in self.c.recent)
