@@ -148,6 +148,13 @@ def test_textworld_follows_the_protocol_with_hindsight_and_goal_resets(games):
     }
 
 
+def test_coin_collector_games_follow_the_protocol_too():
+    env = TextWorldEnv(challenge_games("coin_collector", (2,), 1), max_steps=10)
+    assert check_environment(env, episodes=4)["hindsight"]
+    _, info = env.reset(seed=0)
+    assert info["goal"] == "take the coin"
+
+
 def test_the_walkthrough_wins_the_game_and_the_episode_together(games):
     env = TextWorldEnv(games[0] + games[1], max_steps=10)
     for seed in range(6):
