@@ -99,7 +99,9 @@ def test_a_held_out_seed_that_makes_a_train_game_is_skipped(games, monkeypatch):
     build = games_module.build_game
     duplicate = {HELD_OUT_FIRST_SEED: 0}  # the first held-out seed gives train game 0
     monkeypatch.setattr(games_module, "build_game", lambda c, level, seed: build(c, level, duplicate.get(seed, seed)))
+    games_module._challenge_games.cache_clear()  # lists made before the patch would hide it
     held_out = challenge_games("treasure_hunter", LEVELS, 2, held_out=True)
+    games_module._challenge_games.cache_clear()  # nor may the patched list outlive the test
     assert held_out == tuple(build("treasure_hunter", LEVELS[0], HELD_OUT_FIRST_SEED + i) for i in (1, 2))
 
 

@@ -52,7 +52,6 @@ class GameInfo:
     quest: frozenset[Fact] | None  # the quest's winning facts when the grammar can say them
     quest_text: str  # the quest as a goal: its grammar text, else the game's objective
     entities: frozenset[str]
-    has_walkthrough: bool
 
 
 def _facts(state: Any) -> frozenset[Fact] | None:
@@ -123,7 +122,7 @@ def game_info(path: str, state: Any) -> GameInfo:
         if not state.get("admissible_commands"):
             raise ValueError(f"TextWorld game {path!r} lists no admissible commands: it cannot give candidates")
         entities = frozenset(name for fact in _facts(state) or () for name in fact[1])
-        _INFO[path] = GameInfo(quest, quest_text, entities, bool(state.get("policy_commands")))
+        _INFO[path] = GameInfo(quest, quest_text, entities)
     return _INFO[path]
 
 

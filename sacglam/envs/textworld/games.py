@@ -12,6 +12,7 @@ never contains a train game. `game_files` reads a game file or a folder of them 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -67,10 +68,19 @@ def fingerprint(game: Path) -> str:
 def challenge_games(challenge: str, levels: Sequence[int], n_games: int, held_out: bool = False) -> tuple[Path, ...]:
     """`n_games` games per level: the train games (seeds 0, 1, ...) or the held-out ones (seeds
     from `HELD_OUT_FIRST_SEED`, skipping any identical to a train game). Raises ValueError when a
-    level has fewer distinct held-out games than asked for within 10x as many seeds."""
+    level has fewer distinct held-out games than asked for within 10x as many seeds. Listed once
+    per process and cache (a config's spec is made many times; the held-out list reads every
+    game's JSON)."""
     validate_challenge(challenge, levels)
     if n_games < 1:
         raise ValueError(f"TextWorld n_games must be >= 1 (games per level), got {n_games}")
+    return _challenge_games(challenge, tuple(levels), n_games, held_out, cache_root())
+
+
+@functools.lru_cache(maxsize=32)
+def _challenge_games(
+    challenge: str, levels: tuple[int, ...], n_games: int, held_out: bool, root: Path
+) -> tuple[Path, ...]:
     games: list[Path] = []
     for level in levels:
         train = [build_game(challenge, level, seed) for seed in range(n_games)]
@@ -81,8 +91,9 @@ def challenge_games(challenge: str, levels: Sequence[int], n_games: int, held_ou
         chosen: list[Path] = []
         for seed in range(HELD_OUT_FIRST_SEED, HELD_OUT_FIRST_SEED + 10 * n_games):
             game = build_game(challenge, level, seed)
-            if fingerprint(game) not in seen:
-                seen.add(fingerprint(game))
+            digest = fingerprint(game)
+            if digest not in seen:
+                seen.add(digest)
                 chosen.append(game)
             if len(chosen) == n_games:
                 break
