@@ -2,13 +2,16 @@
 
 Measures the single environment and the vectorized form (`PlaygroundTextVector`, `TextVectorEnv`),
 on Playground-Text's full task (6 objects, 8,470 goals, 30 steps) and simplified one (3 objects,
-single goals, 8 steps), and on BabyAI-Text's MixedLocal (4 objects, 40 steps; fewer steps per
-measurement, it is slower), pinned to one CPU core. Episodes auto-reset, so reset cost is
+single goals, 8 steps), on BabyAI-Text's MixedLocal (4 objects, 40 steps; fewer steps per
+measurement, it is slower) and on TextWorld treasure hunter games (levels 2, 4, 6, 10 games each,
+10 steps; fewer still), pinned to one CPU core. Episodes auto-reset, so reset cost is
 included. The random policy's own pick (`random.choice`) is included too: it is what the loop a
-rollout worker runs costs, minus the model. For BabyAI-Text a third row times a single environment
-driven by the BabyAI bot (`expert_action()` at every step), the cost of the expert baseline.
+rollout worker runs costs, minus the model. For BabyAI-Text and TextWorld a third row times a
+single environment driven by its expert (`expert_action()` at every step: the BabyAI bot,
+TextWorld's walkthrough), the cost of the expert baseline.
 
     .venv/bin/python benchmarks/env_throughput.py [--steps 200000] [--babyai-steps 20000] [--num-envs 32] [--repeats 3]
+    .venv/bin/python benchmarks/env_throughput.py --variants textworld --output benchmarks/results/env_throughput_textworld.json
 
 Prints a table and writes benchmarks/results/env_throughput.json. Target (Playground-Text): >=
 10,000 env-steps/s for the vectorized form on one core.
@@ -36,6 +39,11 @@ class Args:
     """Env steps per measurement (Playground-Text)."""
     babyai_steps: int = 20_000
     """Env steps per measurement (BabyAI-Text)."""
+    textworld_steps: int = 2_000
+    """Env steps per measurement (TextWorld: an interpreter per game, milliseconds a step)."""
+    variants: tuple[str, ...] = ("full", "simple", "babyai-mixed", "textworld")
+    """What to measure: Playground-Text's full and simple, BabyAI-Text, TextWorld (the treasure
+    hunter games of tune_configs/runs/textworld_sac_her.yaml)."""
     num_envs: int = 32
     """Environments in the vectorized form."""
     repeats: int = 3
@@ -87,11 +95,15 @@ def main(args: Args) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target says
     rows = []
-    for variant in ("full", "simple", "babyai-mixed"):
-        env_config = EnvConfig.variant(variant)
-        babyai = variant.startswith("babyai")
-        steps = args.babyai_steps if babyai else args.steps
-        forms = ["single", f"vector x{args.num_envs}"] + (["single, bot"] if babyai else [])
+    for variant in args.variants:
+        expert = variant.startswith("babyai") or variant == "textworld"
+        if variant == "textworld":
+            env_config = EnvConfig(name="textworld", tw_challenge="treasure_hunter", tw_levels=(2, 4, 6), max_steps=10)
+            steps = args.textworld_steps
+        else:
+            env_config = EnvConfig.variant(variant)  # type: ignore[arg-type]
+            steps = args.babyai_steps if variant.startswith("babyai") else args.steps
+        forms = ["single", f"vector x{args.num_envs}"] + (["single, bot"] if expert else [])
         for form in forms:
             rates = [measure(form, env_config, steps, args.num_envs, seed) for seed in range(args.repeats)]
             rate = statistics.median(rates)
