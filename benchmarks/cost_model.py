@@ -111,7 +111,7 @@ def counted(fn) -> float:
 def main(args: Args) -> None:
     torch.set_num_threads(2)
     sac = replace(SACConfig.with_her(), critic_warmup_updates=0)  # paper's table 3; count a full update
-    agent_config = AgentConfig(model="tiny-seq2seq", device="cpu")  # the paper's LoRA and critic
+    agent_config = AgentConfig(model="tiny-seq2seq", lora_r=16, device="cpu")  # the paper's LoRA and critic
     agent = GLAMAgent(agent_config, language_model=flan_t5_base_shape())
     buffer, observations, candidates = filled_buffer(args.seed, sac)
     observations, candidates = observations[: args.batch], candidates[: args.batch]

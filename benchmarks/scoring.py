@@ -77,7 +77,11 @@ def naive_log_pi(agent: GLAMAgent, observations, candidates) -> torch.Tensor:
     scores = []
     for b in range(len(observations)):
         prompts = agent.prompts(observations[b : b + 1], candidates[b : b + 1])
-        scores.append(naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates[b : b + 1]))
+        scores.append(
+            naive_score(
+                agent.kind, agent.base_model, agent.tokenizer, prompts, candidates[b : b + 1], agent.end_token_id
+            )
+        )
     merged = CandidateScores(
         *(
             torch.cat([getattr(s, f) for s in scores])

@@ -132,6 +132,9 @@ class EnvConfig:
         return self.spec().make_vector(num_envs)
 
 
+DEFAULT_LORA_RANK = 16  # what a pre-trained model gets unless lora_r says otherwise
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """The LLM agent: GLAM action scoring (paper eq. 1-2) and a Q-critic on the same LLM."""
@@ -152,8 +155,11 @@ class AgentConfig:
     """Independent Q heads (2: twin critics, the minimum is used for the policy and the target)."""
     max_actions: int = 8
     """Outputs of the observation critic (candidates per state; 8 with 6 objects)."""
-    lora_r: int = 16
-    """LoRA rank on the attention projections; 0 fine-tunes every LLM weight instead."""
+    lora_r: int | None = None
+    """LoRA rank on the attention projections; 0 fine-tunes every LLM weight instead. None (the
+    default): 16 on a pre-trained model, 0 on a random-initialised one (`tiny-*`), whose frozen
+    random weights LoRA could barely reshape: its warm start stalled far from a uniform policy
+    (docs/algorithms.md). `rank` is the value in effect."""
     lora_alpha: int = 32
     """LoRA scaling numerator (the update is scaled by alpha / r)."""
     lora_target_modules: tuple[str, ...] | None = None
@@ -168,6 +174,11 @@ class AgentConfig:
     """Dtype of the frozen base LLM (its compute dtype with `load_in_4bit`). `auto`: bfloat16 on
     CUDA when LoRA freezes the base, float32 otherwise. LoRA weights, heads, log-probs, losses and
     optimizer state stay float32 whatever this says."""
+    end_of_action: bool = True
+    """Score the tokenizer's end-of-sequence token after every action, so an action's probability
+    is that of the whole string. Without it an action that is a prefix of another (`Look`, `Look
+    at the bench`) scores at least as high as every continuation, and no policy over such
+    candidates can be uniform (docs/agent.md). The action critic reads the hidden state at it."""
     scoring: Literal["sum", "mean"] = "sum"
     """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
     prompt_template: Literal["plain", "candidates"] = "plain"
@@ -188,23 +199,34 @@ class AgentConfig:
         """A tiny test model (random weights), not a pre-trained LLM."""
         return self.model.startswith("tiny-")
 
+    @property
+    def rank(self) -> int:
+        """The LoRA rank in effect: `lora_r`, or its default for the model (0 random, 16 pre-trained)."""
+        if self.lora_r is not None:
+            return self.lora_r
+        return 0 if self.random_initialised else DEFAULT_LORA_RANK
+
     def __post_init__(self) -> None:
-        if self.load_in_4bit and self.lora_r == 0:
+        if self.lora_r is not None and self.lora_r < 0:
+            raise ValueError(
+                f"lora_r must be >= 0 (0: fine-tune every weight; unset: the model's default), got {self.lora_r}"
+            )
+        if self.load_in_4bit and self.rank == 0:
             raise ValueError("load_in_4bit=True needs LoRA (lora_r > 0): a 4-bit base cannot be fine-tuned directly")
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"agent.dtype={self.dtype!r}: choose auto, float32 or bfloat16")
-        if self.dtype == "bfloat16" and self.lora_r == 0:
+        if self.dtype == "bfloat16" and self.rank == 0:
             raise ValueError(
                 "agent.dtype=bfloat16 keeps the frozen base in bfloat16, but lora_r=0 trains every LLM weight, "
                 "which must stay float32: use LoRA (lora_r > 0) or dtype=float32"
             )
-        if self.lora_layers is not None and (self.lora_layers < 1 or self.lora_r == 0):
+        if self.lora_layers is not None and (self.lora_layers < 1 or self.rank == 0):
             raise ValueError(
                 f"agent.lora_layers={self.lora_layers} puts LoRA on the top blocks: it must be >= 1 and needs "
                 "lora_r > 0 (unset it to adapt every block, or to fine-tune every weight with lora_r=0)"
             )
-        if self.lora_r < 0 or self.lora_alpha <= 0:
-            raise ValueError(f"lora_r must be >= 0 and lora_alpha > 0, got r={self.lora_r}, alpha={self.lora_alpha}")
+        if self.lora_alpha <= 0:
+            raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}")
         if self.critic_width < 1 or self.max_actions < 1 or self.n_critics < 1:
             raise ValueError("critic_width, max_actions and n_critics must be positive")
 
@@ -221,7 +243,7 @@ class AgentConfig:
         """`float32` or `bfloat16`: what `dtype` means on the resolved device."""
         if self.dtype != "auto":
             return self.dtype
-        return "bfloat16" if self.resolved_device.startswith("cuda") and self.lora_r > 0 else "float32"
+        return "bfloat16" if self.resolved_device.startswith("cuda") and self.rank > 0 else "float32"
 
 
 @dataclass(frozen=True)
@@ -655,7 +677,8 @@ def _vocabulary(spec: EnvironmentSpec) -> tuple[str, ...]:
     return spec.vocabulary()
 
 
-DEFAULT_WARM_START_STEPS = 100  # what a random-initialised model gets unless warm_start_steps says otherwise
+DEFAULT_WARM_START_STEPS = 500  # the cap a random-initialised model gets unless warm_start_steps says otherwise
+DEFAULT_WARM_START_TARGET_KL = 0.02  # nats: where the default warm start stops (docs/algorithms.md)
 
 
 @dataclass(frozen=True)
@@ -667,7 +690,7 @@ class TrainConfig:
     (needs agent.critic='value')."""
     env: EnvConfig = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     """The training environment (its held-out goal set is evaluated too)."""
-    agent: AgentConfig = AgentConfig(model="tiny-causal", lora_r=0, critic_width=256)
+    agent: AgentConfig = AgentConfig(model="tiny-causal", critic_width=256)
     """The LLM agent."""
     sac: SACConfig = SACConfig.with_her()
     """SAC settings (default: the paper's SAC-GLAM+HER, table 3; `her` must match `algo`)."""
@@ -693,8 +716,12 @@ class TrainConfig:
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
     warm_start_steps: int | None = None
-    """Language warm-start steps before training (docs/algorithms.md): None (the default) gives a
-    random-initialised model (`tiny-*`) 100 and a pre-trained one none; 0 turns it off."""
+    """The most language warm-start steps before training (docs/algorithms.md): None (the default)
+    gives a random-initialised model (`tiny-*`) up to 500 and a pre-trained one none; 0 turns it off."""
+    warm_start_target_kl: float | None = DEFAULT_WARM_START_TARGET_KL
+    """The warm start stops once its policy is this close to uniform over the candidates: the mean
+    KL(uniform || pi) over 256 states of its random-play transcript, in nats, measured every 10
+    steps. None: it runs all `warm_start_steps`. A run whose warm start ends above it warns."""
     warm_start_objective: Literal["uniform", "likelihood"] = "uniform"
     """`uniform`: cross-entropy from the uniform policy over each state's candidates; `likelihood`:
     next-token likelihood of random actions (what the results before issue 32 used; it leaves the
@@ -721,13 +748,19 @@ class TrainConfig:
 
     @staticmethod
     def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-        """A run's config.json written before `warm_start_objective` existed (a full dump: every
-        other field present) warmed up by likelihood: read it so, so a resumed run goes on as it began."""
+        """A run's config.json (a full dump: every other field present) written before a field
+        existed is read with what that run used, so a resumed run goes on as it began: before
+        `warm_start_objective`, the likelihood warm start; before `warm_start_target_kl`, a fixed
+        number of warm-start steps; before `agent.end_of_action`, no end-of-action token."""
         import dataclasses
 
-        others = {f.name for f in dataclasses.fields(TrainConfig)} - {"warm_start_objective"}
-        if others <= set(data) and "warm_start_objective" not in data:
-            return {**data, "warm_start_objective": "likelihood"}
+        data = dict(data)
+        others = {f.name for f in dataclasses.fields(TrainConfig)} - {"warm_start_objective", "warm_start_target_kl"}
+        if others <= set(data):  # a full dump: fields it lacks did not exist when it was written
+            data.setdefault("warm_start_objective", "likelihood")
+            data.setdefault("warm_start_target_kl", None)  # a fixed number of steps
+            if isinstance(data.get("agent"), dict):
+                data["agent"] = {"end_of_action": False, "lora_r": 16} | data["agent"]
         return data
 
     def resolved_again(self, warm_start_steps: bool = True, vocabulary: bool = True) -> TrainConfig:
@@ -748,6 +781,10 @@ class TrainConfig:
             object.__setattr__(self, "warm_start_steps", steps)
         elif self.warm_start_steps < 0:
             raise ValueError(f"warm_start_steps must be >= 0 (0: no warm start), got {self.warm_start_steps}")
+        if self.warm_start_target_kl is not None and not self.warm_start_target_kl > 0:
+            raise ValueError(
+                f"warm_start_target_kl must be > 0 nats (or null for a fixed number of steps), got {self.warm_start_target_kl}"
+            )
         if self.agent.random_initialised and not self.agent.tiny_vocabulary and self.env.name != "playground-text":
             words = _vocabulary(self.env.spec())
             if not words:

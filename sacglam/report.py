@@ -81,11 +81,31 @@ def before_and_after(run_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
+def exploration_lines(records: list[dict]) -> list[str]:
+    """What the run measured of its exploration: the warm start's end point, and a run that went
+    10% of its budget without a learning signal (docs/metrics.md)."""
+    lines = []
+    warm = next((r for r in records if "warm_start/kl_to_uniform" in r), None)
+    if warm is not None:
+        lines.append(
+            f"Warm start: {int(warm['warm_start/steps'])} steps; the untrained policy's mean KL(uniform || pi) on "
+            f"random play's states {warm['warm_start/kl_to_uniform']:.3g} nats, largest probability "
+            f"{warm['warm_start/largest_probability']:.2f} on average (uniform: {warm['warm_start/uniform_largest_probability']:.2f})."
+        )
+    silent = next((r for r in records if "explore/no_signal_env_steps" in r), None)
+    if silent is not None:
+        lines.append(
+            f"**No learning signal by env step {int(silent['explore/no_signal_env_steps'])}** (10% of the budget): no "
+            "rewarded step, and no goal reported for relabeling, had been collected."
+        )
+    return [*lines, ""] if lines else []
+
+
 def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
     """The body of a run's report (Markdown); `image` is the curves' path relative to the report."""
     records = read_metrics(run_dir)
     evals, last = evaluations(records), last_training_record(records)
-    lines = [run_title(run_dir), ""]
+    lines = [run_title(run_dir), "", *exploration_lines(records)]
     if len(evals) == 1:
         lines += [f"| success (all goal types) | env step {evals[0]['env_steps']} |", "| --- | --- |"]
         lines += [f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} |" for k in overall_keys(evals)]

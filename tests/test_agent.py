@@ -26,18 +26,19 @@ def states(n=6, seed=0):
 
 def make_agent(model, **kwargs):
     torch.manual_seed(0)
-    return GLAMAgent(AgentConfig(model=model, critic_width=32, **kwargs))
+    return GLAMAgent(AgentConfig(**({"model": model, "lora_r": 16, "critic_width": 32} | kwargs)))
 
 
 def naive(agent, observations, candidates):
     prompts = agent.prompts(observations, candidates)
-    return naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates)
+    return naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates, agent.end_token_id)
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("template", ["plain", "candidates"])
-def test_shared_prefix_equals_naive_scoring(model, template):
-    agent = make_agent(model, prompt_template=template)
+@pytest.mark.parametrize("end_of_action", [True, False])
+def test_shared_prefix_equals_naive_scoring(model, template, end_of_action):
+    agent = make_agent(model, prompt_template=template, end_of_action=end_of_action)
     observations, candidates = states()
     assert len({len(c) for c in candidates}) > 1, "the batch should mix candidate counts"
     batch = agent.encode(observations, candidates)
@@ -70,19 +71,21 @@ def test_q_and_critic_feature_change_when_only_the_last_token_of_an_action_chang
 
 def independent_per_candidate_q(agent, observations, candidates):
     """Q(s, a) for every candidate, each from its own unpadded forward through the transformers
-    model (no sacglam encoding or scoring code): the hidden state after the action's last token,
-    each critic MLP on it, the minimum over critics. Returns a list of per-state lists."""
+    model (no sacglam encoding or scoring code): the hidden state after the action's last token
+    (the tokenizer's end-of-sequence token with `end_of_action`), each critic MLP on it, the minimum
+    over critics. Returns a list of per-state lists."""
     model, tok = agent.base_model, agent.tokenizer
+    end = [tok.eos_token_id] if agent.config.end_of_action else []
     per_state = []
     for prompt, cs in zip(agent.prompts(observations, candidates), candidates):
         prompt_ids = tok(prompt)["input_ids"]
         qs = []
         for action in cs:
             if agent.kind == "causal":
-                ids = torch.tensor([prompt_ids + tok(" " + action, add_special_tokens=False)["input_ids"]])
+                ids = torch.tensor([prompt_ids + tok(" " + action, add_special_tokens=False)["input_ids"] + end])
                 feature = model.get_decoder()(input_ids=ids).last_hidden_state[0, -1]
             else:
-                action_ids = tok(action, add_special_tokens=False)["input_ids"]
+                action_ids = tok(action, add_special_tokens=False)["input_ids"] + end
                 decoder_ids = torch.tensor([[model.config.decoder_start_token_id] + action_ids])
                 out = model(
                     input_ids=torch.tensor([prompt_ids]), decoder_input_ids=decoder_ids, output_hidden_states=True
@@ -94,8 +97,9 @@ def independent_per_candidate_q(agent, observations, candidates):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_shared_prefix_q_equals_an_independent_per_candidate_forward(model):
-    agent = make_agent(model, n_critics=2)
+@pytest.mark.parametrize("end_of_action", [True, False])
+def test_shared_prefix_q_equals_an_independent_per_candidate_forward(model, end_of_action):
+    agent = make_agent(model, n_critics=2, end_of_action=end_of_action)
     observations, candidates = states()
     with torch.no_grad():
         out = agent(agent.encode(observations, candidates))
@@ -266,8 +270,8 @@ def test_a_local_model_directory_loads_like_a_built_in_one(model, tmp_path):
     local = load_language_model(str(tmp_path))
     assert local.kind == built_in.kind
     observations, candidates = states(n=2)
-    a = GLAMAgent(AgentConfig(model=model, critic="none"), language_model=built_in)
-    b = GLAMAgent(AgentConfig(model=str(tmp_path), critic="none"), language_model=local)
+    a = GLAMAgent(AgentConfig(model=model, lora_r=16, critic="none"), language_model=built_in)
+    b = GLAMAgent(AgentConfig(model=str(tmp_path), lora_r=16, critic="none"), language_model=local)
     batch = a.encode(observations, candidates)
     assert torch.equal(a(batch).log_pi, b(batch).log_pi)
 

@@ -40,7 +40,7 @@ WEIGHT_ATOL = 1e-5
 
 def agent_pair(model: str, **config) -> tuple[GLAMAgent, GLAMAgent]:
     """(eager, compiled) agents with the same weights."""
-    settings = {"model": model, "critic_width": 32, "n_critics": 2, "device": "cpu"} | config
+    settings = {"model": model, "lora_r": 16, "critic_width": 32, "n_critics": 2, "device": "cpu"} | config
     torch.manual_seed(0)
     eager = GLAMAgent(AgentConfig(**settings))
     compiled = GLAMAgent(AgentConfig(**settings, compile=True))
@@ -120,7 +120,7 @@ def test_freezing_which_would_bake_weights_in_is_refused():
         torch._inductor.config.patch(freezing=True),
         pytest.raises(compilation.CompilationUnavailableError, match="freezing") as error,
     ):
-        GLAMAgent(AgentConfig(model="tiny-causal", critic_width=32, device="cpu", compile=True))
+        GLAMAgent(AgentConfig(model="tiny-causal", lora_r=16, critic_width=32, device="cpu", compile=True))
     assert "\n" not in str(error.value)
 
 
@@ -132,5 +132,5 @@ def test_without_a_cpu_compiler_compile_fails_with_one_line(monkeypatch):
 
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
     with pytest.raises(compilation.CompilationUnavailableError, match="install g\\+\\+.*agent.compile false") as error:
-        GLAMAgent(AgentConfig(model="tiny-causal", critic_width=32, device="cpu", compile=True))
+        GLAMAgent(AgentConfig(model="tiny-causal", lora_r=16, critic_width=32, device="cpu", compile=True))
     assert "\n" not in str(error.value)

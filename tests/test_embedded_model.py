@@ -38,7 +38,11 @@ def test_embedded_model_scores_a_real_prompt_and_shared_prefix_matches_naive(smo
         out = agent(batch)
         fast = agent.candidate_scores(batch)
         slow = naive_score_causal(
-            agent.base_model, agent.tokenizer, agent.prompts([obs], [info["candidates"]]), [info["candidates"]]
+            agent.base_model,
+            agent.tokenizer,
+            agent.prompts([obs], [info["candidates"]]),
+            [info["candidates"]],
+            agent.end_token_id,
         )
     torch.testing.assert_close(out.probs.sum(-1), torch.ones(1))
     torch.testing.assert_close(fast.log_likelihood, slow.log_likelihood, atol=2e-4, rtol=0)

@@ -127,7 +127,7 @@ def test_an_evaluation_in_parts_equals_each_goal_set_run_at_once_with_the_greedy
     episodes = EVAL_PART_EPISODES + 5  # two parts per goal set and mode: a full one and a short one
     cfg = TrainConfig(
         warm_start_steps=0,  # not what these tests are about
-        agent=AgentConfig(model="tiny-causal", critic_width=16),
+        agent=AgentConfig(model="tiny-causal", lora_r=16, critic_width=16),
         num_envs=8,
         eval_episodes=episodes,
         progress=False,

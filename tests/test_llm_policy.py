@@ -12,7 +12,7 @@ from sacglam.models.policy import LLMPolicy
 
 
 def agent_and_states(n=4):
-    agent = GLAMAgent(AgentConfig(model="tiny-causal", critic="none", scoring="mean"))
+    agent = GLAMAgent(AgentConfig(model="tiny-causal", lora_r=16, critic="none", scoring="mean"))
     vec = PlaygroundTextVector(n)
     obs, info = vec.reset(seed=5)
     return agent, obs, info["candidates"]

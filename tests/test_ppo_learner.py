@@ -21,7 +21,9 @@ from sacglam.rollout_workers.worker import RolloutWorker
 
 def value_agent(**config) -> GLAMAgent:
     torch.manual_seed(0)
-    return GLAMAgent(AgentConfig(**({"model": "tiny-causal", "critic": "value", "critic_width": 32} | config))).eval()
+    return GLAMAgent(
+        AgentConfig(**({"model": "tiny-causal", "lora_r": 16, "critic": "value", "critic_width": 32} | config))
+    ).eval()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@ def buffer():
 
 def learner(**sac):
     torch.manual_seed(0)
-    agent = GLAMAgent(AgentConfig(**({"model": "tiny-causal", "critic_width": 32} | sac.pop("agent", {}))))
+    agent = GLAMAgent(
+        AgentConfig(**({"model": "tiny-causal", "lora_r": 16, "critic_width": 32} | sac.pop("agent", {})))
+    )
     return SACLearner(agent, SACConfig(gamma=0.9, batch_size=16, **sac))
 
 

@@ -38,7 +38,14 @@ class LearnerService:
         agent = GLAMAgent(cfg.agent).eval()
         steps = cfg.warm_start_steps or 0  # TrainConfig resolves its default to a number
         self.warm_start_metrics = (
-            language_warm_start(agent, cfg.env, steps=steps, seed=cfg.seed, objective=cfg.warm_start_objective)
+            language_warm_start(
+                agent,
+                cfg.env,
+                steps=steps,
+                seed=cfg.seed,
+                objective=cfg.warm_start_objective,
+                target_kl=cfg.warm_start_target_kl,
+            )
             if steps and warm_start  # not when a checkpoint will overwrite the weights
             else {}
         )

@@ -108,10 +108,14 @@ def token_ids(
 
 
 class CandidateTokenCache:
-    """Token ids of action strings; actions repeat across steps, so each is tokenized once."""
+    """Token ids of action strings; actions repeat across steps, so each is tokenized once.
+    `end_id`: a token appended to every action (the end-of-action token the policy scores:
+    `AgentConfig.end_of_action`), None for none."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, leading_space: bool, limit: int = 200_000):
-        self.tokenizer, self.leading_space, self.limit = tokenizer, leading_space, limit
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, leading_space: bool, limit: int = 200_000, end_id: int | None = None
+    ):
+        self.tokenizer, self.leading_space, self.limit, self.end_id = tokenizer, leading_space, limit, end_id
         self._ids: dict[str, list[int]] = {}
 
     def __call__(self, actions: Sequence[str]) -> list[list[int]]:
@@ -123,7 +127,7 @@ class CandidateTokenCache:
             for action, ids in zip(missing, token_ids(self.tokenizer, texts, add_special_tokens=False)):
                 if not ids:
                     raise ValueError(f"action {action!r} tokenizes to no token; it cannot be scored")
-                self._ids[action] = ids
+                self._ids[action] = ids if self.end_id is None else [*ids, self.end_id]
         return [self._ids[a] for a in actions]
 
 

@@ -145,8 +145,11 @@ def _right_padded(rows: list[list[int]], pad: int, device: torch.device) -> tupl
     return ids, mask
 
 
-def _naive_action_ids(tokenizer: PreTrainedTokenizerBase, action: str, leading_space: bool) -> list[int]:
-    return tokenizer((" " + action) if leading_space else action, add_special_tokens=False)["input_ids"]
+def _naive_action_ids(
+    tokenizer: PreTrainedTokenizerBase, action: str, leading_space: bool, end_id: int | None
+) -> list[int]:
+    ids = tokenizer((" " + action) if leading_space else action, add_special_tokens=False)["input_ids"]
+    return ids + ([] if end_id is None else [end_id])
 
 
 def naive_score_causal(
@@ -154,13 +157,15 @@ def naive_score_causal(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
+    end_id: int | None = None,
 ) -> CandidateScores:
-    """One right-padded sequence `prompt + candidate` per candidate, full LM head everywhere."""
+    """One right-padded sequence `prompt + candidate` per candidate, full LM head everywhere;
+    `end_id` is appended to every candidate (and scored) when given."""
     prompt_ids = tokenizer(list(prompts))["input_ids"]
     rows, spans = [], []
     for p, cs in zip(prompt_ids, candidates):
         for action in cs:
-            a = _naive_action_ids(tokenizer, action, leading_space=True)
+            a = _naive_action_ids(tokenizer, action, leading_space=True, end_id=end_id)
             rows.append(p + a)
             spans.append((len(p), len(a)))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -184,6 +189,7 @@ def naive_score_seq2seq(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
+    end_id: int | None = None,
 ) -> CandidateScores:
     """One row per candidate: the prompt, re-encoded for every candidate, in the encoder and
     `[start] + action` in the decoder (both right-padded), full LM head everywhere. Logits at
@@ -200,7 +206,7 @@ def naive_score_seq2seq(
         firsts.append(len(decoder_rows))
         for action in cs:
             encoder_rows.append(p)
-            decoder_rows.append([start] + _naive_action_ids(tokenizer, action, leading_space=False))
+            decoder_rows.append([start] + _naive_action_ids(tokenizer, action, leading_space=False, end_id=end_id))
     encoder_ids, encoder_mask = _right_padded(encoder_rows, pad, device)
     decoder_ids, decoder_mask = _right_padded(decoder_rows, pad, device)
     out = model(
@@ -227,7 +233,9 @@ def naive_score(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
+    end_id: int | None = None,
 ) -> CandidateScores:
-    """The naive twin for a model of `kind` ("causal" or "seq2seq")."""
+    """The naive twin for a model of `kind` ("causal" or "seq2seq"); `end_id`: the token scored
+    after every action (`GLAMAgent.end_token_id`)."""
     naive = naive_score_causal if kind == "causal" else naive_score_seq2seq
-    return naive(model, tokenizer, prompts, candidates)
+    return naive(model, tokenizer, prompts, candidates, end_id)

@@ -2,21 +2,27 @@
 
 A random-initialised LM gives every token about the same log-probability, so a 4-token action
 scores about 4x lower than a 1-token one: its initial policy almost never picks a `Go to` action
-and cannot explore. The warm start trains the LM, by next-token likelihood, on the action tokens
-of uniform-random transcripts of the environment (no reward, no goal information), which brings
-the policy close to uniform over the candidates. It is a deviation from the paper (whose actor is
-pre-trained): apply it to every compared method alike, and not to pre-trained models.
+and cannot explore. The warm start trains the LM on states of a uniform-random transcript of the
+environment (no reward, no goal information) until its policy over each state's candidates is
+close to uniform, measured on the transcript's states (`exploration_measure`), or until its step
+cap. It is a deviation from the paper (whose actor is pre-trained): apply it to every compared
+method alike, and not to pre-trained models.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from sacglam.config import EnvConfig
 from sacglam.models.agent import GLAMAgent
+
+CHECK_EVERY = 10  # warm-start steps between two measurements of the policy against its target
+CHECK_STATES = 256  # transcript states the measurement reads (spread over the transcript)
 
 
 def random_transcript(
@@ -37,6 +43,39 @@ def random_transcript(
     return observations, candidates, chosen
 
 
+@dataclass(frozen=True)
+class ExplorationMeasure:
+    """How far a policy is from uniform over the candidates, averaged over states."""
+
+    kl_to_uniform: float
+    """Mean over states of KL(uniform || pi) = -log K - mean_a log pi(a|s), in nats: 0 for the
+    uniform policy; it grows without bound as any candidate's probability goes to 0, so it
+    measures what exploration needs (every candidate gets tried)."""
+    largest_probability: float
+    """Mean over states of max_a pi(a|s) (1/K for the uniform policy, 1 for a deterministic one)."""
+    uniform_largest_probability: float
+    """The same for the uniform policy: the mean of 1/K over the states."""
+
+
+def exploration_measure(
+    agent: GLAMAgent, observations: Sequence[str], candidates: Sequence[Sequence[str]], batch_size: int = 64
+) -> ExplorationMeasure:
+    """`ExplorationMeasure` of the agent's policy on these states (no gradient)."""
+    kl, largest, uniform, count = 0.0, 0.0, 0.0, len(observations)
+    with torch.no_grad():
+        for start in range(0, count, batch_size):
+            out = agent(
+                agent.encode(observations[start : start + batch_size], candidates[start : start + batch_size]),
+                with_critic=False,
+            )
+            k = out.mask.sum(-1).float()  # (B,)
+            mean_log_pi = out.log_pi.masked_fill(~out.mask, 0.0).sum(-1) / k
+            kl += float((-torch.log(k) - mean_log_pi).sum())
+            largest += float(out.log_pi.exp().max(-1).values.sum())
+            uniform += float((1.0 / k).sum())
+    return ExplorationMeasure(kl / count, largest / count, uniform / count)
+
+
 def language_warm_start(
     agent: GLAMAgent,
     env_config: EnvConfig,
@@ -46,23 +85,32 @@ def language_warm_start(
     lr: float = 1e-3,
     seed: int = 0,
     objective: Literal["uniform", "likelihood"] = "uniform",
+    target_kl: float | None = None,
 ) -> dict[str, float]:
-    """Train the LLM (not the critic) on states of a uniform-random transcript; returns the first
-    and last loss. `likelihood`: maximise log P_LLM(a|s) of the uniformly chosen actions (next-token
-    likelihood of their tokens). `uniform`: minimise the cross-entropy from the uniform policy,
-    -mean_a log pi(a|s) over each state's candidates, which is zero-gradient once the policy is
-    uniform. Both remove the short-action bias; the likelihood objective also drives the hidden
-    state at the action tokens towards one that ignores the prompt (the best next-token prediction
-    of a random action is the same in every state), which leaves a critic reading that state unable
-    to tell goals apart (docs/sanity.md); the uniform objective asks for no more than the policy."""
+    """Train the LLM (not the critic) on states of a uniform-random transcript for at most `steps`
+    steps, stopping early once the policy's mean KL(uniform || pi) over `CHECK_STATES` of the
+    transcript's states is at most `target_kl` (measured every `CHECK_EVERY` steps; None: all
+    `steps`). Returns the first and last loss, the steps taken, and the final `ExplorationMeasure`.
+
+    `likelihood`: maximise log P_LLM(a|s) of the uniformly chosen actions (next-token likelihood of
+    their tokens). `uniform`: minimise the cross-entropy from the uniform policy, -mean_a log
+    pi(a|s) over each state's candidates, which is zero-gradient once the policy is uniform. Both
+    remove the short-action bias; the likelihood objective also drives the hidden state at the
+    action tokens towards one that ignores the prompt (the best next-token prediction of a random
+    action is the same in every state), which leaves a critic reading that state unable to tell
+    goals apart (docs/sanity.md); the uniform objective asks for no more than the policy."""
     if objective not in ("likelihood", "uniform"):
         raise ValueError(f"warm start objective must be 'likelihood' or 'uniform', got {objective!r}")
     observations, candidates, chosen = random_transcript(env_config, transitions, seed)
+    stride = max(1, len(observations) // CHECK_STATES)
+    check = (observations[::stride][:CHECK_STATES], candidates[::stride][:CHECK_STATES])
     params = [p for n, p in agent.named_parameters() if p.requires_grad and not n.startswith("critic.")]
     optimizer = torch.optim.Adam(params, lr=lr)
     generator = torch.Generator().manual_seed(seed)
     first = last = float("nan")
-    for step in range(steps):
+    taken, measured_at = 0, 0
+    measure = exploration_measure(agent, *check) if target_kl is not None else None
+    while taken < steps and not (measure is not None and target_kl is not None and measure.kl_to_uniform <= target_kl):
         rows = torch.randint(len(observations), (batch_size,), generator=generator).tolist()
         batch = agent.encode([observations[i] for i in rows], [candidates[i] for i in rows])
         out = agent(batch, with_critic=False)
@@ -75,7 +123,47 @@ def language_warm_start(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        first = loss.item() if step == 0 else first
+        first = loss.item() if taken == 0 else first
         last = loss.item()
+        taken += 1
+        if target_kl is not None and taken % CHECK_EVERY == 0:
+            measure, measured_at = exploration_measure(agent, *check), taken
     optimizer.zero_grad(set_to_none=True)
-    return {"warm_start/first_loss": first, "warm_start/last_loss": last}
+    if measure is None or measured_at != taken:
+        measure = exploration_measure(agent, *check)
+    return {
+        "warm_start/first_loss": first,
+        "warm_start/last_loss": last,
+        "warm_start/steps": float(taken),
+        "warm_start/kl_to_uniform": measure.kl_to_uniform,
+        "warm_start/largest_probability": measure.largest_probability,
+        "warm_start/uniform_largest_probability": measure.uniform_largest_probability,
+    }
+
+
+def warm_start_warning(
+    metrics: dict[str, float], target_kl: float | None, rank: int, end_of_action: bool
+) -> str | None:
+    """The one line a run prints when its warm start (`language_warm_start`'s metrics) ended with
+    the policy still far from uniform: above `target_kl`, or, without a target, with a largest
+    probability over twice the uniform policy's. Names the likely cause: LoRA (`rank` > 0) on a
+    random-initialised model cannot reshape its output; without an end-of-action token an action
+    that is a prefix of another outscores it; otherwise the step cap was too small."""
+    if "warm_start/kl_to_uniform" not in metrics:
+        return None
+    kl, largest = metrics["warm_start/kl_to_uniform"], metrics["warm_start/largest_probability"]
+    uniform = metrics["warm_start/uniform_largest_probability"]
+    if (target_kl is not None and kl <= target_kl) or (target_kl is None and largest <= 2 * uniform):
+        return None
+    if rank > 0:
+        fix = "agent.lora_r is set on a random-initialised model, whose frozen random weights LoRA cannot reshape: unset it (0: every weight trains)"
+    elif not end_of_action:
+        fix = "agent.end_of_action is off: an action that is a prefix of another outscores it; turn it on"
+    else:
+        fix = "raise warm_start_steps"
+    target = f"target {target_kl}" if target_kl is not None else "no target"
+    return (
+        f"warning: after {int(metrics['warm_start/steps'])} warm-start steps the untrained policy is still far from "
+        f"uniform on random play's states (mean KL(uniform || pi) {kl:.3g} nats, {target}; largest probability "
+        f"{largest:.2f} on average, uniform {uniform:.2f}): it will hardly explore; {fix}"
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,8 @@ from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resol
 from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import ChunkReport
 
+NO_SIGNAL_SHARE = 0.1  # share of an off-policy run's budget after which no learning signal yet is said
+
 
 @dataclass
 class Counters:
@@ -56,6 +59,8 @@ class Counters:
     plan_version: int = 0  # the goal sampler's newest plan version the driver knows of
     plan_sent: list[int] = field(default_factory=list)  # per rollout worker: the plan version it was sent
     discarded_env_steps: int = 0  # collected with stale weights and dropped (on-policy schedule)
+    learning_signals: int = 0  # rewarded steps collected, plus partner reports when relabeling uses them
+    no_signal_at: int | None = None  # env step at which the run was found to have no learning signal yet
 
 
 class PipelineDriver:
@@ -181,6 +186,7 @@ class PipelineDriver:
         c.env_steps += result.env_steps
         c.episodes += result.episodes
         c.successes += result.successes
+        c.learning_signals += result.rewarded_steps + (len(result.reported_goals) if self.cfg.sac.her else 0)
         c.recent.append((result.episodes, result.successes))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
@@ -194,11 +200,32 @@ class PipelineDriver:
         kept = self.schedule.collected(self, result)
         if not explore and kept:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)
+        self._check_learning_signal()
         if c.env_steps >= c.next_log:
             self.log()
             c.next_log += self.cfg.log_every
         if self.on_chunk is not None:
             self.on_chunk(self)
+
+    def _check_learning_signal(self) -> None:
+        """Once `NO_SIGNAL_SHARE` of an off-policy run's budget is collected without a single
+        rewarded step (nor, with hindsight relabeling, a goal the partner reported), say so once:
+        a line now, `explore/no_signal_env_steps` in the metrics (the report shows it) and `signal:
+        none` on the progress line until one arrives. Such a run has nothing to learn from."""
+        c = self.c
+        if self.schedule.on_policy or c.no_signal_at is not None or c.learning_signals:
+            return
+        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps:
+            return
+        c.no_signal_at = c.env_steps
+        relabel = " and no goal reported to relabel" if self.cfg.sac.her else ""
+        tqdm.write(
+            f"warning: {c.env_steps} env steps ({NO_SIGNAL_SHARE:.0%} of the budget) collected without a rewarded "
+            f"step{relabel}: nothing to learn from yet; see what random play reaches with `sacglam evaluate "
+            "--policies random --env.name ...`",
+            file=sys.stdout,
+        )
+        self.logger.log(c.env_steps, {"explore/no_signal_env_steps": c.env_steps})
 
     def _teach_goal_sampler(self, result: ChunkReport) -> None:
         """The chunk's partner reports and episode outcomes to the goal sampler (not waited for:
@@ -266,6 +293,8 @@ class PipelineDriver:
         if "alpha" in self.c.train_metrics:
             out["alpha"] = f"{self.c.train_metrics['alpha']:.3g}"
         out["lag"] = str(self.max_lag)
+        if self.c.no_signal_at is not None and not self.c.learning_signals:
+            out["signal"] = "none"
         return out
 
     def log(self) -> None:
@@ -338,6 +367,10 @@ def restore(parts: Components, checkpoint: StoragePath) -> Counters:
             f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "
             "open episodes are dropped and environments reset"
         )
-    counters = Counters(**json.loads((checkpoint / "driver.json").read_text()))
+    saved = json.loads((checkpoint / "driver.json").read_text())
+    # A checkpoint from before the signal count: whether its run had a signal is unknown; assume
+    # it did rather than warn of none on every such resume.
+    saved.setdefault("learning_signals", saved.get("successes", 0) or 1)
+    counters = Counters(**saved)
     counters.recent = [(int(e), int(s)) for e, s in counters.recent]
     return counters

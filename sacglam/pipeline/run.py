@@ -15,6 +15,7 @@ import torch
 from sacglam.config import TrainConfig
 from sacglam.learner.service import LearnerService
 from sacglam.models.loading import check_model
+from sacglam.models.warm_start import warm_start_warning
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger
@@ -98,6 +99,9 @@ def run_pipeline(
             warm = resolve(parts.learners[0].call(LearnerService.warm_start))
             if warm:
                 logger.log(0, warm)
+                warning = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent.rank, cfg.agent.end_of_action)
+                if warning:
+                    announce(warning)
         driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk)
         final = driver.run()
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
