@@ -281,6 +281,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             default = from_dict(TrainConfig, mapping, where=rest[at + 1])
         default = default or load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
+    if cls is TrainConfig:
+        rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
     parsed = _one_line_errors(
@@ -289,6 +291,19 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if isinstance(parsed, TrainConfig) and from_file:
         parsed = _resolve_again(parsed, from_file, rest)
     return parsed
+
+
+def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any]) -> list[str]:
+    """`--env.name` naming another environment than Playground-Text keeps the goal set the file
+    (or the default run: the simplified task's `simple-train`) gave, which only Playground-Text
+    has: add `--env.goals train` unless the flags set the goal set themselves."""
+    names = [flags[i + 1] for i, f in enumerate(flags[:-1]) if f == "--env.name"]
+    names += [f.split("=", 1)[1] for f in flags if f.startswith("--env.name=")]
+    if not names or names[-1] == "playground-text" or any(f.startswith("--env.goals") for f in flags):
+        return flags
+    env = from_file.get("env") if isinstance(from_file.get("env"), dict) else {}
+    goals = str(env.get("goals", TrainConfig().env.goals))
+    return [*flags, "--env.goals", "train"] if goals.startswith("simple-") else flags
 
 
 def _yaml_mapping(path: str) -> dict[str, Any]:

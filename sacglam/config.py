@@ -144,6 +144,10 @@ class AgentConfig:
     critic: Literal["action", "observation", "value", "none"] = "action"
     """`action`: one Q per (prompt, action) pair (the paper's best); `observation`: |A| outputs on the
     prompt; `value`: V(s) on the prompt (PPO-GLAM); `none`: no head."""
+    critic_input: Literal["last", "mean"] = "last"
+    """What the action critic reads of the LLM for a (prompt, action) pair: the hidden state at the
+    action's last token (the paper's; with `end_of_action` the end token), or the `mean` of the
+    hidden states over its tokens (docs/agent.md)."""
     critic_detach: bool = False
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_width: int = 1024

@@ -7,15 +7,18 @@ defaults a new environment meets (a random tiny model's short-action bias, the w
   object on the table (3 words), `Put the <object> in the <container>` while holding one (6
   words, sharing the prefix `Put the <object> in the`), and `Wait` (1 word); 4-5 candidates,
   6 steps, a goal reported for every put.
+- `Lamps`: four lamps, goals such as `Turn on the red lamp then the blue lamp`, actions `Toggle
+  the <colour> lamp` (4 words, all ending in `lamp`) and `Wait` (1 word), 6 steps.
 - `Workbench`: candidates of 1 to 6 words that share prefixes (`Look`, `Look at the bench`,
   `Paint the <part>`, `Paint the <part> with <colour> paint`); 10 candidates, 3 steps; the goal
   names a part and a colour (`Make the <part> <colour>`); `Paint the <part>` alone makes it grey.
 
-Used by `tests/test_exploration.py` and `benchmarks/exploration.py`.
+Used by `tests/test_exploration.py`, `tests/test_env_defaults.py` and `benchmarks/critic_input.py`.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -132,3 +135,53 @@ class Workbench(gymnasium.Env):
         self.reported.update(achieved)
         success = self.goal in achieved
         return self._obs(), float(success), success, self.t >= self.max_steps and not success, self._info(achieved)
+
+
+LAMP_COLOURS = ("red", "blue", "green", "yellow")
+
+
+class Lamps(gymnasium.Env):
+    """Turn lamps on in the goal's order within 6 steps; a goal is achieved when its last lamp is
+    switched on after the ones before it."""
+
+    observation_space = gymnasium.spaces.Text(max_length=300)
+    action_space = gymnasium.spaces.Text(max_length=30)
+    goals = tuple(f"Turn on the {c} lamp" for c in LAMP_COLOURS) + tuple(
+        f"Turn on the {a} lamp then the {b} lamp" for a, b in itertools.permutations(LAMP_COLOURS, 2)
+    )
+
+    def __init__(self) -> None:
+        self.on: set[str] = set()
+        self.order: list[str] = []
+        self.goal, self.t, self.reported = self.goals[0], 0, set[str]()
+
+    def _obs(self) -> str:
+        lamps = ", ".join(f"{c} lamp {'on' if c in self.on else 'off'}" for c in LAMP_COLOURS)
+        return f"Goal: {self.goal}\nLamps: {lamps}.\nAction:"
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        return {"candidates": [*(f"Toggle the {c} lamp" for c in LAMP_COLOURS), "Wait"], "goal": self.goal,
+                "achieved_goals": achieved}  # fmt: skip
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = (options or {}).get("goal") or self.goals[int(self.np_random.integers(len(self.goals)))]
+        self.on, self.order, self.t, self.reported = set(), [], 0, set()
+        return self._obs(), self._info([])
+
+    def step(self, action):
+        if action not in self._info([])["candidates"]:
+            raise ValueError(f"{action!r} is not an action of Lamps")
+        self.t += 1
+        achieved = []
+        if action != "Wait":
+            colour = action.split(" ")[2]
+            self.on ^= {colour}
+            if colour in self.on:
+                achieved = [f"Turn on the {colour} lamp"]
+                achieved += [f"Turn on the {a} lamp then the {colour} lamp" for a in self.order if a in self.on]
+                self.order.append(colour)
+        achieved = [g for g in achieved if g not in self.reported]
+        self.reported.update(achieved)
+        success = self.goal in achieved
+        return self._obs(), float(success), success, self.t >= 6 and not success, self._info(achieved)

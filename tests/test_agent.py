@@ -31,14 +31,22 @@ def make_agent(model, **kwargs):
 
 def naive(agent, observations, candidates):
     prompts = agent.prompts(observations, candidates)
-    return naive_score(agent.kind, agent.base_model, agent.tokenizer, prompts, candidates, agent.end_token_id)
+    return naive_score(
+        agent.kind,
+        agent.base_model,
+        agent.tokenizer,
+        prompts,
+        candidates,
+        agent.end_token_id,
+        agent.config.critic_input,
+    )
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("template", ["plain", "candidates"])
-@pytest.mark.parametrize("end_of_action", [True, False])
-def test_shared_prefix_equals_naive_scoring(model, template, end_of_action):
-    agent = make_agent(model, prompt_template=template, end_of_action=end_of_action)
+@pytest.mark.parametrize("end_of_action, critic_input", [(True, "last"), (False, "last"), (True, "mean")])
+def test_shared_prefix_equals_naive_scoring(model, template, end_of_action, critic_input):
+    agent = make_agent(model, prompt_template=template, end_of_action=end_of_action, critic_input=critic_input)
     observations, candidates = states()
     assert len({len(c) for c in candidates}) > 1, "the batch should mix candidate counts"
     batch = agent.encode(observations, candidates)

@@ -8,71 +8,22 @@ then the blue lamp`, actions `Toggle the <colour> lamp` (4 tokens) and `Wait` (1
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import subprocess
 import sys
-from typing import Any
 
-import gymnasium
 import pytest
 import torch
 from tokenizers import pre_tokenizers
 
 from sacglam.config import DEFAULT_WARM_START_STEPS, AgentConfig, EnvConfig, TrainConfig
-from sacglam.envs.protocol import InvalidActionError, check_environment, with_goal
+from sacglam.envs.protocol import check_environment
 from sacglam.envs.words import WORD, collect_words
+from tests.foreign_envs import LAMP_COLOURS, Lamps
 
-COLOURS = ("red", "blue", "green", "yellow")
-LAMPS = "tests.test_env_defaults:Lamps"
-
-
-class Lamps(gymnasium.Env):
-    """Turn lamps on in the goal's order within 6 steps; a goal is achieved when its last lamp is
-    switched on after the ones before it."""
-
-    observation_space = gymnasium.spaces.Text(max_length=300)
-    action_space = gymnasium.spaces.Text(max_length=30)
-    goals = tuple(f"Turn on the {c} lamp" for c in COLOURS) + tuple(
-        f"Turn on the {a} lamp then the {b} lamp" for a, b in itertools.permutations(COLOURS, 2)
-    )
-
-    def __init__(self) -> None:
-        self.on: set[str] = set()
-        self.order: list[str] = []
-        self.goal, self.t, self.reported = self.goals[0], 0, set[str]()
-
-    def _obs(self) -> str:
-        lamps = ", ".join(f"{c} lamp {'on' if c in self.on else 'off'}" for c in COLOURS)
-        return with_goal(f"Lamps: {lamps}.\nAction:", self.goal)
-
-    def _info(self, achieved: list[str]) -> dict[str, Any]:
-        return {"candidates": [*(f"Toggle the {c} lamp" for c in COLOURS), "Wait"], "goal": self.goal,
-                "achieved_goals": achieved}  # fmt: skip
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.goal = (options or {}).get("goal") or self.goals[int(self.np_random.integers(len(self.goals)))]
-        self.on, self.order, self.t, self.reported = set(), [], 0, set()
-        return self._obs(), self._info([])
-
-    def step(self, action):
-        if action not in self._info([])["candidates"]:
-            raise InvalidActionError(f"{action!r} is not an action of Lamps")
-        self.t += 1
-        achieved = []
-        if action != "Wait":
-            colour = action.split(" ")[2]
-            self.on ^= {colour}
-            if colour in self.on:
-                achieved = [f"Turn on the {colour} lamp"]
-                achieved += [f"Turn on the {a} lamp then the {colour} lamp" for a in self.order if a in self.on]
-                self.order.append(colour)
-        achieved = [g for g in achieved if g not in self.reported]
-        self.reported.update(achieved)
-        success = self.goal in achieved
-        return self._obs(), float(success), success, self.t >= 6 and not success, self._info(achieved)
+COLOURS = LAMP_COLOURS
+LAMPS = "tests.foreign_envs:Lamps"
 
 
 def test_lamps_follows_the_protocol():

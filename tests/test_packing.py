@@ -31,6 +31,7 @@ def reference_packing(prompt_ids: list[list[int]], cand_ids: list[list[list[int]
     ids, positions = torch.full((B, T), pad), torch.zeros(B, T, dtype=torch.long)
     segments = torch.full((B, T), -1)
     logit_rows, target_row, target_ids, target_candidate, candidate_last, prompt_last = [], [], [], [], [], []
+    candidate_tokens = []
     n = 0
     for b, (p, cs) in enumerate(zip(prompt_ids, cand_ids)):
         P = len(p)
@@ -45,6 +46,7 @@ def reference_packing(prompt_ids: list[list[int]], cand_ids: list[list[list[int]
                 ids[b, column], positions[b, column], segments[b, column] = token, P + j, k + 1
                 target_ids.append(token)
                 target_candidate.append(n)
+                candidate_tokens.append(b * T + column)
                 target_row.append(prompt_row if j == 0 else len(logit_rows) - 1)
                 if j < len(a) - 1:
                     logit_rows.append(b * T + column)
@@ -70,6 +72,7 @@ def reference_packing(prompt_ids: list[list[int]], cand_ids: list[list[list[int]
         "target_ids": as_long(target_ids),
         "target_candidate": as_long(target_candidate),
         "candidate_last": as_long(candidate_last),
+        "candidate_tokens": as_long(candidate_tokens),
         "prompt_last": as_long(prompt_last),
     }
 

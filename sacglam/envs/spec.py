@@ -15,7 +15,9 @@ if the environment has an `expert_action()`).
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -292,6 +294,26 @@ class TextWorldSpec(EnvironmentSpec):
 _ENTRY = re.compile(r"^[\w.]+:\w+$")
 
 
+def _import_from_here(module_name: str):
+    """Import `module_name`; failing that, import it from the working directory, as `python -m`
+    would (the `sacglam` command does not put it on sys.path), and put the directory on PYTHONPATH
+    too, so the processes a run starts (Ray workers, spawned runs) import it the same way."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        here = os.getcwd()
+        if here in sys.path or not error.name or module_name.split(".")[0] != error.name.split(".")[0]:
+            raise
+        sys.path.insert(0, here)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            sys.path.remove(here)
+            raise error from None
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+        return module
+
+
 @dataclass(frozen=True)
 class GymnasiumSpec(EnvironmentSpec):
     """Any protocol environment: `entry` is a gymnasium id (`"CartText-v0"`, `"pkg.module:Id-v0"`)
@@ -318,13 +340,22 @@ class GymnasiumSpec(EnvironmentSpec):
             return gymnasium.make(self.entry, **kwargs)  # with its registered wrappers (time limit, ...)
         module_name, _, name = self.entry.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import_from_here(module_name)
         except ImportError as error:
-            raise ValueError(f"env.name {self.entry!r}: cannot import module {module_name!r} ({error})") from error
+            raise ValueError(
+                f"env.name {self.entry!r}: cannot import module {module_name!r} ({error}); run from the folder that "
+                "holds it, or add that folder to PYTHONPATH"
+            ) from error
         target = getattr(module, name, None)
         if isinstance(target, type) and issubclass(target, gymnasium.Env):
             return target(**kwargs)
-        return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
+        try:
+            return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
+        except gymnasium.error.Error as error:
+            raise ValueError(
+                f"env.name {self.entry!r}: module {module_name!r} has no gymnasium.Env class {name!r}, and it "
+                f"registers no such environment id ({error})"
+            ) from error
 
     def held_out(self) -> EnvironmentSpec | None:
         if self.held_out_kwargs is None or self.goal_set == "test":

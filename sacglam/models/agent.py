@@ -180,8 +180,8 @@ class GLAMAgent(nn.Module):
                 hidden = self._split.top(trunk)
             else:
                 hidden = packed_hidden(model, batch)
-            return scores_from_hidden(model, batch, hidden, with_log_likelihood)
-        return score_seq2seq(self.base_model, batch)
+            return scores_from_hidden(model, batch, hidden, with_log_likelihood, self.config.critic_input)
+        return score_seq2seq(self.base_model, batch, self.config.critic_input)
 
     def forward(self, batch: EncodedBatch, with_critic: bool = True, trunk: FrozenTrunk | None = None) -> AgentOutput:
         """Policy (and critic) outputs for an encoded batch; `trunk` as in `candidate_scores`."""

@@ -58,6 +58,9 @@ class PackedCausalBatch:
     target_ids: torch.Tensor  # (K,) long: the scored token ids
     target_candidate: torch.Tensor  # (K,) long: the candidate each scored token belongs to
     candidate_last: torch.Tensor  # (N,) long: flat position of each candidate's last token
+    candidate_tokens: (
+        torch.Tensor
+    )  # (K,) long: flat position of every candidate token, candidate after candidate (target_candidate's order)
     prompt_last: torch.Tensor  # (B,) long: flat position of each prompt's last token
     index: CandidateIndex
 
@@ -233,6 +236,7 @@ def encode_packed_causal(
         target_ids=torch.from_numpy(tokens[scored]),
         target_candidate=torch.from_numpy(token_piece[scored] - token_state[scored] - 1),
         candidate_last=torch.from_numpy(flat[in_candidate & piece_last]),
+        candidate_tokens=torch.from_numpy(flat[scored]),
         prompt_last=torch.from_numpy(np.arange(B, dtype=np.int64) * T + prompt_len - 1),
         index=_candidate_index(counts, cand_len),
     )

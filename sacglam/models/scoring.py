@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 import torch
 from torch import nn
@@ -68,27 +68,40 @@ def packed_hidden(model: PreTrainedModel, batch: PackedCausalBatch) -> torch.Ten
     ).last_hidden_state
 
 
+CriticInput = Literal["last", "mean"]
+
+
 def scores_from_hidden(
-    model: PreTrainedModel, batch: PackedCausalBatch, hidden: torch.Tensor, with_log_likelihood: bool = True
+    model: PreTrainedModel,
+    batch: PackedCausalBatch,
+    hidden: torch.Tensor,
+    with_log_likelihood: bool = True,
+    critic_input: CriticInput = "last",
 ) -> CandidateScores:
     """Per-candidate scores from the packed rows' last hidden states `hidden` (B, T, H): the LM head
     runs only at the rows that predict a scored token (the prompt's last position once, then inside
     each candidate). Without `with_log_likelihood` (a forward that needs the critic's features
-    only) the LM head does not run and `log_likelihood` is zeros."""
+    only) the LM head does not run and `log_likelihood` is zeros. `critic_input`: the candidate
+    feature is the hidden state at its last token (`last`) or the mean over its tokens (`mean`)."""
     flat = hidden.reshape(-1, hidden.shape[-1])  # (B*T, H)
     log_likelihood = torch.zeros(len(batch.candidate_last), dtype=torch.float32, device=flat.device)
     if with_log_likelihood:
         log_probs = model.get_output_embeddings()(flat[batch.logit_rows]).float().log_softmax(-1)  # (R, V)
         token_log_probs = log_probs[batch.target_row, batch.target_ids]  # (K,)
-        log_likelihood = _sum_per_candidate(token_log_probs, batch)
-    return CandidateScores(log_likelihood, flat[batch.candidate_last], flat[batch.prompt_last])
+        log_likelihood = _per_candidate_grid(token_log_probs, batch).sum(1)
+    if critic_input == "mean":
+        lengths = batch.index.lengths.to(flat.device, non_blocking=True)
+        features = _per_candidate_grid(flat[batch.candidate_tokens], batch).sum(1) / lengths[:, None].to(flat.dtype)
+    else:
+        features = flat[batch.candidate_last]
+    return CandidateScores(log_likelihood, features, flat[batch.prompt_last])
 
 
-def _sum_per_candidate(token_log_probs: torch.Tensor, batch: PackedCausalBatch) -> torch.Tensor:
-    """(K,) scored tokens' log-probs -> (N,) their sum per candidate, in a fixed order.
+def _per_candidate_grid(values: torch.Tensor, batch: PackedCausalBatch) -> torch.Tensor:
+    """(K, ...) values of the candidate tokens, candidate after candidate -> (N, longest candidate,
+    ...), zero after each candidate's tokens; a sum along dim 1 then adds in a fixed order.
 
-    The tokens are laid out in an (N, longest candidate) grid, then summed along each row. A
-    scatter-add (`index_add`) would be shorter, but on CUDA it adds with atomics in whatever order
+    A scatter-add (`index_add`) would be shorter, but on CUDA it adds with atomics in whatever order
     the threads arrive: the same batch scored twice differed by 2 float32 ulps (7.6e-6 at a
     log-likelihood of -50 on an H200), enough to make PPO's first ratio differ from 1."""
     lengths = batch.index.lengths  # (N,), on the CPU (the index stays there)
@@ -97,21 +110,23 @@ def _sum_per_candidate(token_log_probs: torch.Tensor, batch: PackedCausalBatch) 
     place = (
         torch.arange(len(candidate)) - (torch.cumsum(lengths, 0) - lengths)[candidate]
     )  # (K,) place in its candidate
-    grid = token_log_probs.new_zeros(len(lengths), int(lengths.max()))
-    grid = grid.index_put((batch.target_candidate, place.to(grid.device, non_blocking=True)), token_log_probs)
-    return grid.sum(-1)
+    grid = values.new_zeros(len(lengths), int(lengths.max()), *values.shape[1:])
+    return grid.index_put((batch.target_candidate, place.to(grid.device, non_blocking=True)), values)
 
 
-def score_packed_causal(model: PreTrainedModel, batch: PackedCausalBatch) -> CandidateScores:
+def score_packed_causal(
+    model: PreTrainedModel, batch: PackedCausalBatch, critic_input: CriticInput = "last"
+) -> CandidateScores:
     """One forward per state over `[prompt | all candidates]`, then `scores_from_hidden`."""
-    return scores_from_hidden(model, batch, packed_hidden(model, batch))
+    return scores_from_hidden(model, batch, packed_hidden(model, batch), critic_input=critic_input)
 
 
-def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScores:
+def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch, critic_input: CriticInput = "last") -> CandidateScores:
     """Encode each prompt once, then decode all candidates against it (no prompt recomputation:
     the encoder output is indexed per candidate). Decoder rows are `[start, a_1, ..., a_L]`:
     position j-1 scores a_j, and the candidate feature is read at position L, after the action's
-    last token, so Q(s, a) sees the whole action."""
+    last token, so Q(s, a) sees the whole action (`last`), or is the mean over positions 1..L,
+    whose inputs are the action's tokens (`mean`)."""
     encoder_hidden = model.get_encoder()(
         input_ids=batch.encoder_ids, attention_mask=batch.encoder_mask
     ).last_hidden_state
@@ -128,10 +143,15 @@ def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch) -> CandidateScore
     log_likelihood = torch.where(batch.target_mask.bool(), token_log_probs, 0.0).sum(-1)
     decoder_hidden = out.decoder_hidden_states[-1]  # (N, L+1, H), after the final norm
     rows = torch.arange(len(decoder_hidden), device=decoder_hidden.device)
-    last = batch.index.lengths.to(decoder_hidden.device)  # position L: input a_L, the whole action seen
+    lengths = batch.index.lengths.to(decoder_hidden.device)  # position L: input a_L, the whole action seen
+    if critic_input == "mean":
+        actions = decoder_hidden[:, 1:] * batch.decoder_mask[:, 1:, None].to(decoder_hidden.dtype)
+        features = actions.sum(1) / lengths[:, None].to(decoder_hidden.dtype)
+    else:
+        features = decoder_hidden[rows, lengths]
     first_of_state = (torch.cumsum(batch.index.counts, 0) - batch.index.counts).to(rows.device)
     # Position 0 holds the decoder start token: it attends to the prompt only.
-    return CandidateScores(log_likelihood, decoder_hidden[rows, last], decoder_hidden[first_of_state, 0])
+    return CandidateScores(log_likelihood, features, decoder_hidden[first_of_state, 0])
 
 
 # ---------------------------------------------------------------------------- naive twins
@@ -158,9 +178,11 @@ def naive_score_causal(
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
     end_id: int | None = None,
+    critic_input: str = "last",
 ) -> CandidateScores:
     """One right-padded sequence `prompt + candidate` per candidate, full LM head everywhere;
-    `end_id` is appended to every candidate (and scored) when given."""
+    `end_id` is appended to every candidate (and scored) when given; the candidate feature is the
+    hidden state at its last token, or (`critic_input="mean"`) the mean over its tokens."""
     prompt_ids = tokenizer(list(prompts))["input_ids"]
     rows, spans = [], []
     for p, cs in zip(prompt_ids, candidates):
@@ -177,7 +199,7 @@ def naive_score_causal(
     for n, (P, L) in enumerate(spans):
         targets = ids[n, P : P + L]
         ll.append(log_probs[n, P - 1 : P + L - 1].gather(-1, targets[:, None]).sum())
-        features.append(hidden[n, P + L - 1])
+        features.append(hidden[n, P : P + L].mean(0) if critic_input == "mean" else hidden[n, P + L - 1])
     for cs in candidates:
         prompt_features.append(hidden[first, spans[first][0] - 1])
         first += len(cs)
@@ -190,6 +212,7 @@ def naive_score_seq2seq(
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
     end_id: int | None = None,
+    critic_input: str = "last",
 ) -> CandidateScores:
     """One row per candidate: the prompt, re-encoded for every candidate, in the encoder and
     `[start] + action` in the decoder (both right-padded), full LM head everywhere. Logits at
@@ -223,7 +246,7 @@ def naive_score_seq2seq(
     for n, row in enumerate(decoder_rows):
         L = len(row) - 1  # action tokens
         ll.append(log_probs[n, :L].gather(-1, decoder_ids[n, 1 : L + 1, None]).sum())
-        features.append(hidden[n, L])
+        features.append(hidden[n, 1 : L + 1].mean(0) if critic_input == "mean" else hidden[n, L])
     return CandidateScores(torch.stack(ll), torch.stack(features), hidden[firsts, 0])
 
 
@@ -234,8 +257,9 @@ def naive_score(
     prompts: Sequence[str],
     candidates: Sequence[Sequence[str]],
     end_id: int | None = None,
+    critic_input: str = "last",
 ) -> CandidateScores:
     """The naive twin for a model of `kind` ("causal" or "seq2seq"); `end_id`: the token scored
-    after every action (`GLAMAgent.end_token_id`)."""
+    after every action (`GLAMAgent.end_token_id`); `critic_input`: `AgentConfig.critic_input`."""
     naive = naive_score_causal if kind == "causal" else naive_score_seq2seq
-    return naive(model, tokenizer, prompts, candidates, end_id)
+    return naive(model, tokenizer, prompts, candidates, end_id, critic_input)

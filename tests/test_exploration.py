@@ -1,0 +1,214 @@
+"""Defaults that explore an environment never seen (`docs/environments.md`, "In a run"): the
+environments of `tests/foreign_envs.py` are written as a user outside this project writes them,
+and plugged in with no setting but their name.
+
+- The warm start runs until the policy is near uniform on random play's states (a stated measure
+  and target), whatever the candidates' lengths and shared prefixes; it stops there.
+- Candidates that are prefixes of others: without an end-of-action token no policy over them can
+  be uniform (a property of any LM), with it the warm start gets there.
+- A warm start that ends far from uniform warns in one line naming the likely cause; so does an
+  off-policy run that has collected no learning signal after 10% of its budget, and its report.
+- A newcomer's command line: `sacglam train --env.name module:Class`, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium
+import pytest
+import torch
+
+from sacglam.config import DEFAULT_WARM_START_TARGET_KL, AgentConfig, EnvConfig, SACConfig, TrainConfig
+from sacglam.models.agent import GLAMAgent
+from sacglam.models.warm_start import exploration_measure, language_warm_start, random_transcript
+from sacglam.pipeline.run import run_pipeline
+from tests.foreign_envs import Workbench
+
+ROOT = Path(__file__).resolve().parents[1]
+FOREIGN = ("tests.foreign_envs:Pantry", "tests.foreign_envs:Workbench", "tests.foreign_envs:Lamps")
+
+
+def default_agent(env_name: str, **agent) -> tuple[TrainConfig, GLAMAgent]:
+    cfg = TrainConfig(env=EnvConfig(name=env_name, goals="train"), agent=AgentConfig(model="tiny-causal", **agent))
+    torch.manual_seed(cfg.seed)
+    return cfg, GLAMAgent(cfg.agent).eval()
+
+
+@pytest.mark.parametrize("env_name", FOREIGN)
+def test_the_default_warm_start_stops_once_the_policy_is_near_uniform(env_name, torch_threads):
+    """The stopping rule itself: a warm start that stops before its cap has reached the target on
+    the measure it states (re-measured here on the same states), and one step less would not have
+    been checked; every environment here gets there well inside the cap (measured: 30-60 steps)."""
+    torch_threads(1)
+    cfg, agent = default_agent(env_name)
+    before = exploration_measure(agent, *random_transcript(cfg.env, 256, seed=1)[:2])
+    metrics = language_warm_start(agent, cfg.env, steps=cfg.warm_start_steps or 0, target_kl=cfg.warm_start_target_kl)
+    after = exploration_measure(agent, *random_transcript(cfg.env, 256, seed=1)[:2])  # other states than its own
+    assert before.kl_to_uniform > 3 and before.largest_probability > 0.9  # the short-action bias to remove
+    assert metrics["warm_start/steps"] < cfg.warm_start_steps / 2 and metrics["warm_start/steps"] % 10 == 0
+    assert metrics["warm_start/kl_to_uniform"] <= DEFAULT_WARM_START_TARGET_KL
+    assert after.kl_to_uniform < 5 * DEFAULT_WARM_START_TARGET_KL  # and on states it did not train on
+    assert after.largest_probability < 1.5 * after.uniform_largest_probability
+
+
+def test_without_an_end_token_a_prefix_outscores_each_of_its_continuations():
+    """Sum-of-log-prob scoring without an end token: `Look` scores at least as high as `Look at the
+    bench` under any weights (each extra token adds a log-probability <= 0), so pi(`Look`) >= 1/2 of
+    the pair whatever training does. With the end token the order is the model's to choose."""
+    env = Workbench()
+    observation, info = env.reset(seed=0)
+    candidates = info["candidates"]
+    prefixes = [(a, b) for a in candidates for b in candidates if a != b and b.startswith(a + " ")]
+    assert len(prefixes) == 7  # Look / Look at the bench, Paint the <part> / its 3 colours, twice
+    for seed in range(5):
+        torch.manual_seed(seed)
+        for end_of_action in (False, True):
+            agent = GLAMAgent(AgentConfig(model="tiny-causal", tiny_vocabulary=words(), end_of_action=end_of_action))
+            with torch.no_grad():
+                scores = agent.candidate_scores(agent.encode([observation], [candidates])).log_likelihood
+            score = dict(zip(candidates, scores.tolist()))
+            if not end_of_action:
+                assert all(score[a] >= score[b] for a, b in prefixes)
+    cfg, agent = default_agent("tests.foreign_envs:Workbench", end_of_action=False)
+    metrics = language_warm_start(agent, cfg.env, steps=100, target_kl=cfg.warm_start_target_kl)
+    assert metrics["warm_start/steps"] == 100 and metrics["warm_start/kl_to_uniform"] > 0.05  # 0.12 at 300 steps
+
+
+def words() -> tuple[str, ...]:
+    from sacglam.envs.words import collect_words
+
+    return tuple(collect_words(Workbench))
+
+
+def test_a_warm_start_that_cannot_reach_uniform_warns_naming_the_cause(tmp_path):
+    """LoRA on the random tiny model (what `lora_r: 16` in a user's file gives) cannot reshape its
+    output: the warm start hits its cap far from uniform, and the run says so in one line that
+    names `agent.lora_r`, and its report shows the measure."""
+    said: list[str] = []
+    cfg = TrainConfig(
+        env=EnvConfig(name="tests.foreign_envs:Lamps", goals="train"),
+        agent=AgentConfig(model="tiny-causal", lora_r=16, critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=64,
+        eval_episodes=0,
+        warm_start_steps=30,
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    run_pipeline(cfg, announce=said.append)
+    warnings = [line for line in said if line.startswith("warning:")]
+    assert len(warnings) == 1 and "\n" not in warnings[0], said
+    assert "after 30 warm-start steps" in warnings[0] and "agent.lora_r" in warnings[0]
+    from sacglam.report import write_report
+
+    assert "Warm start: 30 steps" in write_report(tmp_path / "run").read_text()
+
+
+class Desert(gymnasium.Env):
+    """Nothing an agent does here is ever rewarded, and no goal is ever reported."""
+
+    observation_space = gymnasium.spaces.Text(max_length=100)
+    action_space = gymnasium.spaces.Text(max_length=20)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return "Goal: find water\nSand everywhere.\nAction:", self._info()
+
+    def _info(self):
+        return {"candidates": ["Walk north", "Walk south", "Wait"], "goal": "find water", "achieved_goals": []}
+
+    def step(self, action):
+        self.t += 1
+        return "Goal: find water\nSand everywhere.\nAction:", 0.0, False, self.t >= 4, self._info()
+
+
+def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path, capsys):
+    cfg = TrainConfig(
+        env=EnvConfig(name="tests.test_exploration:Desert", goals="train"),
+        agent=AgentConfig(model="tiny-causal", critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=320,
+        eval_episodes=0,
+        log_every=64,
+        warm_start_steps=0,
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    run_pipeline(cfg, announce=lambda _: None)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "without a rewarded step" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: 32 env steps (10% of the budget)"), out
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["explore/no_signal_env_steps"] for r in records if "explore/no_signal_env_steps" in r] == [32]
+    from sacglam.report import write_report
+
+    assert "No learning signal by env step 32" in write_report(tmp_path / "run").read_text()
+
+
+def test_a_run_with_a_signal_never_says_it_has_none(tmp_path, capsys):
+    cfg = TrainConfig(
+        env=EnvConfig(name="tests.foreign_envs:Pantry", goals="train"),
+        agent=AgentConfig(model="tiny-causal", critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=128,
+        eval_episodes=0,
+        warm_start_steps=0,
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    run_pipeline(cfg, announce=lambda _: None)
+    assert "without a rewarded step" not in capsys.readouterr().out
+    assert "explore/no_signal_env_steps" not in (tmp_path / "run" / "metrics.jsonl").read_text()
+
+
+def test_a_newcomer_names_the_environment_and_nothing_else(tmp_path):
+    """`sacglam train --env.name module:Class` from the folder holding the module (the `sacglam`
+    command does not put it on sys.path): the goal set becomes the environment's own (the default
+    run's `simple-train` is Playground-Text's), the LoRA rank the random model's (0), and the run
+    trains; a module that is not there fails in one line."""
+    flags = ["--total-env-steps", "64", "--eval-episodes", "0", "--warm-start-steps", "20", "--no-progress"]
+    command = [str(Path(sys.executable).parent / "sacglam"), "train", "--env.name", "tests.foreign_envs:Pantry"]
+    done = subprocess.run(
+        [*command, *flags, "--output-dir", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["env"]["goals"] == "train" and saved["agent"]["lora_r"] is None and saved["agent"]["end_of_action"]
+    missing = subprocess.run(
+        [*command[:-1], "no_such_module:Env", *flags], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "cannot import module" in missing.stderr
+
+
+def test_untrained_policy_probability_of_the_short_action_before_and_after():
+    """The bias the warm start removes, on Pantry's states: `Wait` (1 word) against `Put the <object>
+    in the <container>` (6 words) before; after the default warm start no candidate above twice
+    uniform on any of 64 states."""
+    cfg, agent = default_agent("tests.foreign_envs:Pantry")
+    env = cfg.env.make()
+    rng, observations, candidates = random.Random(3), [], []
+    obs, info = env.reset(seed=3)
+    for _ in range(64):
+        observations.append(obs)
+        candidates.append(info["candidates"])
+        obs, _, terminated, truncated, info = env.step(rng.choice(info["candidates"]))
+        if terminated or truncated:
+            obs, info = env.reset(seed=rng.randrange(1000))
+    with torch.no_grad():
+        before = agent(agent.encode(observations, candidates), with_critic=False).probs
+    language_warm_start(agent, cfg.env, steps=cfg.warm_start_steps or 0, target_kl=cfg.warm_start_target_kl)
+    with torch.no_grad():
+        after = agent(agent.encode(observations, candidates), with_critic=False)
+    wait = [c.index("Wait") for c in candidates]
+    assert min(before[i, w] for i, w in enumerate(wait)) > 0.9
+    k = after.mask.sum(-1, keepdim=True)
+    assert (after.probs * k).max() < 2.0
