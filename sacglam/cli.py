@@ -301,8 +301,8 @@ def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any
     names += [f.split("=", 1)[1] for f in flags if f.startswith("--env.name=")]
     if not names or names[-1] == "playground-text" or any(f.startswith("--env.goals") for f in flags):
         return flags
-    env = from_file.get("env") if isinstance(from_file.get("env"), dict) else {}
-    goals = str(env.get("goals", TrainConfig().env.goals))
+    env = from_file.get("env")
+    goals = str(env.get("goals", TrainConfig().env.goals) if isinstance(env, dict) else TrainConfig().env.goals)
     return [*flags, "--env.goals", "train"] if goals.startswith("simple-") else flags
 
 
