@@ -44,9 +44,12 @@ demo: setup
 	rm -rf $(DEMO_DIR)
 	$(VENV)/bin/sacglam demo $(DEMO_ARGS)
 
-# The whole suite, after the static checks: lint, format, types, and the layer contract.
+# The whole suite, after the static checks: lint, format, types, and the layer contract. Two
+# pytest-xdist workers, one per core (a file's tests stay on one worker, Ray's files on one worker
+# between them: tests/conftest.py); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup check
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 # The inner loop (about 1 minute): everything but the slow tiers (learning run, SmolLM2, Ray, Tune).
 test-fast: setup

@@ -105,10 +105,19 @@ def q_table(env_name: str, depth: int, horizon: int = 8) -> tuple[list[str], lis
     return [r[0] for r in rows], [r[1] for r in rows], q
 
 
-def fit_error(env_name: str, depth: int, critic_input: str, seed: int, steps: int = 300, objective: str = "uniform"):
-    """Warm-start the tiny model on the environment (the default warm start, or `objective`), then
-    fit its twin action critic to Q* by full-batch regression; returns (largest, mean) absolute
-    error of the minimum over the twins, over every (state, goal, action) value."""
+def fit_error(
+    env_name: str,
+    depth: int,
+    critic_input: str,
+    seed: int,
+    steps: int = 300,
+    objective: str = "uniform",
+    warm_start_steps: int | None = None,
+):
+    """Warm-start the tiny model on the environment (the default warm start, to its target; or
+    `warm_start_steps` fixed steps of `objective`), then fit its twin action critic to Q* by
+    full-batch regression; returns (largest, mean) absolute error of the minimum over the twins,
+    over every (state, goal, action) value."""
     from sacglam.config import AgentConfig, EnvConfig, TrainConfig
     from sacglam.models import GLAMAgent
     from sacglam.models.warm_start import language_warm_start
@@ -123,10 +132,10 @@ def fit_error(env_name: str, depth: int, critic_input: str, seed: int, steps: in
     language_warm_start(
         agent,
         cfg.env,
-        steps=cfg.warm_start_steps or 0,
+        steps=warm_start_steps if warm_start_steps is not None else cfg.warm_start_steps or 0,
         seed=seed,
         objective=objective,  # type: ignore[arg-type]
-        target_kl=cfg.warm_start_target_kl,
+        target_kl=cfg.warm_start_target_kl if warm_start_steps is None else None,
     )
     observations, candidates, target = q_table(env_name, depth)
     batch = agent.encode(observations, candidates)

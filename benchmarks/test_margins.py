@@ -1,80 +1,200 @@
-"""The learning test's margins: `tests/test_sac_training.py::test_sac_her_learns_the_simplified_task`
-run over several seeds and torch thread counts (floating-point results differ between thread
-counts as they do between CPUs), with the rise it asserts and the margin each run clears it by.
+"""The margins of every test whose assertion depends on a training run: each test's statistic
+measured on several seeds and on several CPU kernel sets, against the threshold the test asserts.
 
-    .venv/bin/python benchmarks/test_margins.py [--seeds 0 1 2 3 4] [--threads 1 2]
+Floating-point results differ between CPUs (AVX-512 against AVX2 kernels) as they do between
+seeds, and a training run turns a difference in the last bit into another trajectory. A test that
+trains must pass on any correct machine, so its margin is measured here under each kernel set
+this machine can run, each job a fresh process with the kernel switches set before torch loads:
 
-Writes benchmarks/results/test_margins.json and prints a table. Each run is a separate process;
-as many run at once as the cores hold at that thread count (torch threads that outnumber the
-cores spin against each other and slow a run down many times over).
+- `native`: the machine's own kernels (AVX-512 where the CPU has it);
+- `avx2`: `ATEN_CPU_CAPABILITY=avx2`, `ONEDNN_MAX_CPU_ISA=AVX2`, `MKL_ENABLE_INSTRUCTIONS=AVX2`:
+  what an AVX2-only machine runs (an AVX2 machine cannot run AVX-512 kernels);
+- `default`: `ATEN_CPU_CAPABILITY=default`, ATen's kernels without vector instructions: another
+  rounding still, as a stand-in for a third kind of CPU.
+
+    .venv/bin/python benchmarks/test_margins.py [--tests learning sanity critic newcomer] [--seeds 0 1 2] [--kernels native default]
+
+Writes benchmarks/results/test_margins.json (every job's statistic, its kernel set as torch
+reports it, its seconds) and prints per test the statistic on every seed and kernel set, the
+threshold and the smallest margin. Each job runs on one torch thread, `--workers` at a time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 import tyro
 
 ROOT = Path(__file__).resolve().parents[1]
+KERNELS = {
+    "native": {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default"},
+}
+TESTS = ("learning", "sanity", "critic", "newcomer")
 
 
 @dataclass(frozen=True)
 class Args:
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Seeds of the learning test's run (the test itself runs seed 0)."""
-    threads: tuple[int, ...] = (1, 2)
-    """torch thread counts (the test itself runs on 1)."""
+    tests: tuple[str, ...] = TESTS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    kernels: tuple[str, ...] = ("native", "default")
+    workers: int = 2
+    """Jobs at a time (one torch thread each)."""
+    sanity_budget: int | None = None
+    """Run every sanity job to this many env steps instead of its test's budget (evaluations every
+    1,024 all the same): the curves a new budget is chosen from."""
     output: Path = Path("benchmarks/results/test_margins.json")
+    merge: bool = True
+    """Keep the jobs of an earlier output that this run does not redo (other tests, seeds or kernels)."""
 
 
-def run_one(seed: int, threads: int) -> dict:
+# ---------------------------------------------------------------------------- jobs (in a child process)
+
+
+def job_specs(test: str, sanity_budget: int | None = None) -> list[dict]:
+    """The jobs of one test, per seed: each a dict naming what to run."""
+    sys.path.insert(0, str(ROOT))
+    if test == "sanity":
+        from tests.test_sanity import TARGETS
+
+        return [{"test": "sanity", "environment": e, "method": m, "budget": sanity_budget or b}
+                for (e, m), (b, _) in TARGETS.items()]  # fmt: skip
+    if test == "critic":
+        return [{"test": "critic", "objective": o} for o in ("uniform", "likelihood")]
+    return [{"test": test}]
+
+
+def run_job(spec: dict, seed: int) -> dict:
+    """Run one job in this process; returns its statistics (what the test asserts on)."""
+    import tempfile
+
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from sacglam.pipeline.run import run_pipeline
-    from tests.test_sac_training import learning_curve, learning_rise, learning_test_config
-
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        run_pipeline(learning_test_config(seed, Path(tmp) / "run"))
-        seconds = time.perf_counter() - start
-        curve = learning_curve(Path(tmp) / "run")
-    return {"seed": seed, "threads": threads, "curve": curve, "rise": learning_rise(curve), "seconds": seconds}
+        if spec["test"] == "learning":
+            from sacglam.pipeline.run import run_pipeline
+            from tests.test_sac_training import learning_curve, learning_rise, learning_test_config
+
+            run_pipeline(learning_test_config(seed, Path(tmp) / "run"), announce=lambda _: None)
+            curve = learning_curve(Path(tmp) / "run")
+            return {"curve": curve, "statistic": learning_rise(curve)}
+        if spec["test"] == "sanity":
+            from tests.test_sanity import EVAL_EVERY, SANITY, TARGETS, sanity_statistic
+
+            budget = spec["budget"]
+            result = SANITY.train_and_evaluate(
+                spec["environment"], spec["method"], seed, budget, EVAL_EVERY, Path(tmp) / "run", sampled=False
+            )
+            test_budget = TARGETS[spec["environment"], spec["method"]][0]
+            curve = [point for point in result["curve"] if point[0] <= test_budget]
+            return {"curve": result["curve"], "statistic": sanity_statistic(spec["method"], curve)}
+        if spec["test"] == "critic":
+            from tests.test_sanity import critic_fit_error
+
+            return {"statistic": critic_fit_error(spec["objective"], seed)}
+        if spec["test"] == "newcomer":
+            from tests.test_exploration import newcomer_run
+
+            return newcomer_run(seed, Path(tmp) / "run")
+    raise ValueError(f"unknown test {spec['test']!r}")
+
+
+# ---------------------------------------------------------------------------- the parent
+
+
+def launch(spec: dict, seed: int, kernel: str) -> dict:
+    """`run_job` in a fresh process under `kernel`'s switches."""
+    env = {**os.environ, **KERNELS[kernel], "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--job", json.dumps({"spec": spec, "seed": seed})],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"job {spec} seed {seed} kernel {kernel} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**spec, "seed": seed, "kernel": kernel, "seconds": time.perf_counter() - start, **result}
+
+
+def thresholds() -> dict[str, tuple[str, float]]:
+    """Per job label: (`>=` or `<`, the threshold its test asserts)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.test_exploration import NEWCOMER_MIN_GAIN, NEWCOMER_MIN_UNTRAINED_RATIO
+    from tests.test_sac_training import LEARNING_TEST_MIN_RISE
+    from tests.test_sanity import CRITIC_FIT_BLIND, CRITIC_FIT_READS, TARGETS
+
+    out = {"learning": (">=", LEARNING_TEST_MIN_RISE), "critic/uniform": ("<", CRITIC_FIT_READS),
+           "critic/likelihood": (">", CRITIC_FIT_BLIND), "newcomer/untrained_ratio": (">=", NEWCOMER_MIN_UNTRAINED_RATIO),
+           "newcomer/gain": (">=", NEWCOMER_MIN_GAIN)}  # fmt: skip
+    out |= {f"sanity/{e}/{m}": (">=", target) for (e, m), (_, target) in TARGETS.items()}
+    return out
+
+
+def label(run: dict) -> list[tuple[str, float]]:
+    """(label, statistic) pairs of a job."""
+    if run["test"] == "sanity":
+        return [(f"sanity/{run['environment']}/{run['method']}", run["statistic"])]
+    if run["test"] == "critic":
+        return [(f"critic/{run['objective']}", run["statistic"])]
+    if run["test"] == "newcomer":
+        return [("newcomer/untrained_ratio", run["untrained_ratio"]), ("newcomer/gain", run["gain"])]
+    return [(run["test"], run["statistic"])]
+
+
+def margin(direction: str, threshold: float, value: float) -> float:
+    return value - threshold if direction in (">=", ">") else threshold - value
+
+
+def print_table(runs: list[dict]) -> None:
+    limits = thresholds()
+    rows: dict[str, list[tuple[int, str, float]]] = {}
+    for run in runs:
+        for name, value in label(run):
+            rows.setdefault(name, []).append((run["seed"], run["kernel"], value))
+    print(f"{'test statistic':<34} {'per seed and kernel set':<60} {'threshold':>10} {'margin':>7}")
+    for name in sorted(rows):
+        direction, threshold = limits[name]
+        cells = sorted(rows[name])
+        values = " ".join(f"{s}/{k[:3]}:{v:.3f}" for s, k, v in cells)
+        smallest = min(margin(direction, threshold, v) for _, _, v in cells)
+        print(f"{name:<34} {values:<60} {direction + ' ' + format(threshold, 'g'):>10} {smallest:>7.3f}")
 
 
 def main(args: Args) -> None:
-    sys.path.insert(0, str(ROOT))
-    from tests.test_sac_training import LEARNING_TEST_MIN_RISE
-
-    runs = []
-    for threads in args.threads:
-        workers = max(1, (os.cpu_count() or 1) // threads)
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            runs += list(pool.map(run_one, args.seeds, [threads] * len(args.seeds)))
-    print(
-        "learning test: sampled train-goal success at 0, 3k, 6k, 9k, 12k env steps; rise: the best after 0 minus 0; "
-        f"asserted rise >= {LEARNING_TEST_MIN_RISE}"
-    )
-    print(f"{'seed':>4} {'threads':>7}  {'curve':<40} {'rise':>6} {'margin':>7} {'seconds':>8}")
-    for r in runs:
-        curve = " ".join(f"{v:.3f}" for v in r["curve"])
-        print(
-            f"{r['seed']:>4} {r['threads']:>7}  {curve:<40} {r['rise']:>6.3f} {r['rise'] - LEARNING_TEST_MIN_RISE:>7.3f} {r['seconds']:>8.0f}"
-        )
-    worst = min(r["rise"] for r in runs)
-    print(f"smallest rise {worst:.3f}: {worst / LEARNING_TEST_MIN_RISE:.1f}x the asserted {LEARNING_TEST_MIN_RISE}")
+    jobs = [(spec, seed, kernel) for test in args.tests for spec in job_specs(test, args.sanity_budget)
+            for seed in args.seeds for kernel in args.kernels]  # fmt: skip
+    jobs.sort(key=lambda job: -job[0].get("budget", 0))  # the longest first, so the workers end together
+    with ThreadPoolExecutor(args.workers) as pool:
+        runs = list(pool.map(lambda job: launch(*job), jobs))
+    if args.merge and args.output.exists():
+        keys = {json.dumps({k: v for k, v in r.items() if k in ("test", "environment", "method", "objective", "budget", "seed", "kernel")}, sort_keys=True) for r in runs}  # fmt: skip
+        earlier = json.loads(args.output.read_text()).get("runs", [])
+        kept = [r for r in earlier if "test" in r and json.dumps({k: v for k, v in r.items() if k in ("test", "environment", "method", "objective", "budget", "seed", "kernel")}, sort_keys=True) not in keys]  # fmt: skip
+        runs = kept + runs
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"min_rise": LEARNING_TEST_MIN_RISE, "runs": runs}, indent=2))
+    args.output.write_text(json.dumps({"kernels": {k: KERNELS[k] for k in args.kernels}, "runs": runs}, indent=2))
+    print_table(runs)
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    if len(sys.argv) == 3 and sys.argv[1] == "--job":
+        job = json.loads(sys.argv[2])
+        import torch
+
+        result = run_job(job["spec"], job["seed"])
+        print(json.dumps({**result, "capability": torch.backends.cpu.get_cpu_capability()}))
+    else:
+        main(tyro.cli(Args))

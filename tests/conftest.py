@@ -1,7 +1,8 @@
 """Shared test settings: hypothesis runs without per-example deadlines (CI machines vary in speed)
 and with a fixed derandomized profile in CI, so a red run is reproducible; torch runs every test on
 a fixed number of threads, so a test computes the same numbers on any machine of a given CPU
-(the default is one thread per core, and reductions split by thread count round differently)."""
+(the default is one thread per core, and reductions split by thread count round differently);
+the tests of a file stay on one xdist worker, and Ray's on one worker between them."""
 
 import os
 
@@ -9,7 +10,31 @@ import pytest
 import torch
 from hypothesis import settings
 
-TEST_THREADS = 2
+# `make test` runs the suite on pytest-xdist workers (`-n 2`, one per core of this project's
+# machines): each worker then runs its tests on one torch thread, so threads never outnumber cores.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+TEST_THREADS = max(1, 2 // WORKERS)
+# Files whose tests start Ray (or the S3 server the multi-node tests share): one xdist group, run
+# one after another on one worker, never two Ray clusters at once on two cores.
+RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_storage.py", "test_ray_placement.py"}
+# Seconds each group took on a 2-core AVX2 machine (pytest --durations), longest first, so the
+# scheduler hands out the long ones first and the workers finish together; unlisted groups: 0.
+GROUP_SECONDS = {"ray": 700, "test_sanity.py": 300, "test_sac_training.py": 250, "test_compilation.py": 150,
+                 "test_textworld.py": 90, "test_exploration.py": 90, "test_gpu_check.py": 60,
+                 "test_embedded_model.py": 50, "test_smollm2_study.py": 40, "test_docs.py": 40}  # fmt: skip
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The group of a test: its file's, or `ray` (module fixtures then run once per run)."""
+    return "ray" if item.path.name in RAY_FILES else item.path.name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test joins its file's xdist group (`--dist loadgroup`); the longest groups first."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    items.sort(key=lambda item: -GROUP_SECONDS.get(xdist_group(item), 0))  # stable: order within a group kept
+
 
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)

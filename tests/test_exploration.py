@@ -32,6 +32,15 @@ from tests.foreign_envs import Workbench
 ROOT = Path(__file__).resolve().parents[1]
 FOREIGN = ("tests.foreign_envs:Pantry", "tests.foreign_envs:Workbench", "tests.foreign_envs:Lamps")
 
+# The newcomer's run: Pantry, the tiny model, every default (SAC-GLAM+HER), evaluated on 256 fixed
+# episodes every 1,024 env steps (sampled and greedy), against uniform-random play on the same
+# episodes. Margins over seeds and kernel sets: benchmarks/test_margins.py, docs/testing.md.
+NEWCOMER_ENV = "tests.foreign_envs:Pantry"
+NEWCOMER_BUDGET = 8192
+NEWCOMER_EPISODES = 256
+NEWCOMER_MIN_UNTRAINED_RATIO = 0.8  # the untrained (warm-started) policy's sampled success / random's
+NEWCOMER_MIN_GAIN = 0.2  # the best later greedy success, above random's
+
 
 def default_agent(env_name: str, **agent) -> tuple[TrainConfig, GLAMAgent]:
     cfg = TrainConfig(env=EnvConfig(name=env_name, goals="train"), agent=AgentConfig(model="tiny-causal", **agent))
@@ -212,3 +221,34 @@ def test_untrained_policy_probability_of_the_short_action_before_and_after():
     assert min(before[i, w] for i, w in enumerate(wait)) > 0.9
     k = after.mask.sum(-1, keepdim=True)
     assert (after.probs * k).max() < 2.0
+
+
+def newcomer_run(seed: int, output_dir: Path, budget: int = NEWCOMER_BUDGET) -> dict:
+    """Train on Pantry with every default but the budget and the evaluation's size and cadence;
+    returns the curve [(env steps, sampled, greedy)], uniform-random play's success on the same
+    episodes, the untrained policy's sampled success over random's, and the best later greedy
+    success minus random's."""
+    from sacglam.evaluation import EVAL_SEED_OFFSET, episode_specs, run_episodes
+    from sacglam.policies import RandomPolicy
+
+    cfg = TrainConfig(
+        env=EnvConfig(name=NEWCOMER_ENV, goals="train"),
+        seed=seed,
+        total_env_steps=budget,
+        eval_every=1024,
+        eval_episodes=NEWCOMER_EPISODES,
+        output_dir=str(output_dir),
+        progress=False,
+    )
+    run_pipeline(cfg, announce=lambda _: None)
+    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    curve = [(r["env_steps"], r["eval/train/sampled/all"], r["eval/train/greedy/all"]) for r in records
+             if "eval/train/greedy/all" in r]  # fmt: skip
+    specs = episode_specs(cfg.env, NEWCOMER_EPISODES, seed + EVAL_SEED_OFFSET)
+    random_success = sum(r.success for r in run_episodes(RandomPolicy(seed), cfg.env, specs)) / len(specs)
+    return {
+        "curve": curve,
+        "random": random_success,
+        "untrained_ratio": curve[0][1] / random_success,
+        "gain": max(greedy for _, _, greedy in curve[1:]) - random_success,
+    }

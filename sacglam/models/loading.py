@@ -154,6 +154,32 @@ def check_model(name: str, vocabulary: Sequence[str] = ()) -> tuple[str, ModelKi
     return path, ("seq2seq" if config.is_encoder_decoder else "causal")
 
 
+def native_cpu_bfloat16() -> bool | None:
+    """Whether this CPU computes bfloat16 in hardware (x86: AVX-512 BF16 or AMX tiles); None when
+    that cannot be told (another architecture, or a torch without the probes). Without it torch
+    emulates bfloat16 on the CPU, several times slower than float32."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if all(probe is None for probe in probes):
+        return None
+    return any(probe() for probe in probes if probe is not None)
+
+
+def bfloat16_on_cpu_warning(dtype: str, device: str) -> str | None:
+    """The line a run prints when its base model would compute in bfloat16 on a CPU that emulates
+    it (on an AMD EPYC with AVX2 only, SmolLM2 scored 0.78 states/s in bfloat16 against 4.54 in
+    float32), or None."""
+    if dtype != "bfloat16" or not device.startswith("cpu") or native_cpu_bfloat16() is not False:
+        return None
+    return (
+        "warning: agent.dtype is bfloat16 but this CPU has no bfloat16 instructions (no AVX-512 BF16 or AMX): "
+        "torch emulates it, several times slower than float32; set agent.dtype float32 (or auto) on this machine"
+    )
+
+
 def load_language_model(
     name: str = DEFAULT_MODEL,
     *,

@@ -14,7 +14,7 @@ import torch
 
 from sacglam.config import TrainConfig
 from sacglam.learner.service import LearnerService
-from sacglam.models.loading import check_model
+from sacglam.models.loading import bfloat16_on_cpu_warning, check_model
 from sacglam.models.warm_start import warm_start_warning
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
@@ -50,6 +50,10 @@ def run_pipeline(
         )
     # A model name that does not load fails here, in one line, before anything is written.
     check_model(cfg.agent.model, cfg.agent.tiny_vocabulary)
+    # On this machine (the local runner, or a Ray of the run's own): a cluster's nodes are not known here.
+    slow_dtype = bfloat16_on_cpu_warning(cfg.agent.resolved_dtype, cfg.agent.resolved_device)
+    if slow_dtype and cfg.address is None:
+        announce(slow_dtype)
     for path, problem in damaged:  # the resume falls back to the newest intact checkpoint
         assert latest is not None
         moved = store.set_aside(path, latest)  # before the actors restore: they read the pointer
