@@ -332,7 +332,12 @@ def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]
     agent_in_file = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
     steps_given = "warm_start_steps" in from_file or "--warm-start-steps" in flags
     words_given = "tiny_vocabulary" in agent_in_file or "--agent.tiny-vocabulary" in flags
-    return cfg.resolved_again(warm_start_steps=not steps_given, vocabulary=not words_given)
+    rank_given = "lora_r" in agent_in_file or "--agent.lora-r" in flags
+    end_given = "end_of_action" in agent_in_file or any(f.startswith("--agent.end-of-action") for f in flags)
+    end_given = end_given or "--agent.no-end-of-action" in flags
+    return cfg.resolved_again(
+        warm_start_steps=not steps_given, vocabulary=not words_given, lora_r=not rank_given, end_of_action=not end_given
+    )
 
 
 _BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders

@@ -163,7 +163,7 @@ class AgentConfig:
     """LoRA rank on the attention projections; 0 fine-tunes every LLM weight instead. None (the
     default): 16 on a pre-trained model, 0 on a random-initialised one (`tiny-*`), whose frozen
     random weights LoRA could barely reshape: its warm start stalled far from a uniform policy
-    (docs/algorithms.md). `rank` is the value in effect."""
+    (docs/agent.md). `lora_rank` is the value in effect; a run records it in config.json."""
     lora_alpha: int = 32
     """LoRA scaling numerator (the update is scaled by alpha / r)."""
     lora_target_modules: tuple[str, ...] | None = None
@@ -178,11 +178,13 @@ class AgentConfig:
     """Dtype of the frozen base LLM (its compute dtype with `load_in_4bit`). `auto`: bfloat16 on
     CUDA when LoRA freezes the base, float32 otherwise. LoRA weights, heads, log-probs, losses and
     optimizer state stay float32 whatever this says."""
-    end_of_action: bool = True
+    end_of_action: bool | None = None
     """Score the tokenizer's end-of-sequence token after every action, so an action's probability
     is that of the whole string. Without it an action that is a prefix of another (`Look`, `Look
     at the bench`) scores at least as high as every continuation, and no policy over such
-    candidates can be uniform (docs/agent.md). The action critic reads the hidden state at it."""
+    candidates can be uniform (docs/agent.md). The action critic reads the hidden state at it.
+    None (the default): on for a random-initialised model, off for a pre-trained one, whose
+    zero-shot prior was measured without it. `scores_end_of_action` is the value in effect."""
     scoring: Literal["sum", "mean"] = "sum"
     """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
     prompt_template: Literal["plain", "candidates"] = "plain"
@@ -204,33 +206,48 @@ class AgentConfig:
         return self.model.startswith("tiny-")
 
     @property
-    def rank(self) -> int:
+    def lora_rank(self) -> int:
         """The LoRA rank in effect: `lora_r`, or its default for the model (0 random, 16 pre-trained)."""
         if self.lora_r is not None:
             return self.lora_r
         return 0 if self.random_initialised else DEFAULT_LORA_RANK
+
+    @property
+    def scores_end_of_action(self) -> bool:
+        """`end_of_action` in effect: as set, or on for a random-initialised model only."""
+        return self.random_initialised if self.end_of_action is None else self.end_of_action
+
+    def resolved(self) -> AgentConfig:
+        """This config with the defaults that depend on the model written in (what a run records)."""
+        return replace(self, lora_r=self.lora_rank, end_of_action=self.scores_end_of_action)
 
     def __post_init__(self) -> None:
         if self.lora_r is not None and self.lora_r < 0:
             raise ValueError(
                 f"lora_r must be >= 0 (0: fine-tune every weight; unset: the model's default), got {self.lora_r}"
             )
-        if self.load_in_4bit and self.rank == 0:
+        if self.load_in_4bit and self.lora_rank == 0:
             raise ValueError("load_in_4bit=True needs LoRA (lora_r > 0): a 4-bit base cannot be fine-tuned directly")
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(f"agent.dtype={self.dtype!r}: choose auto, float32 or bfloat16")
-        if self.dtype == "bfloat16" and self.rank == 0:
+        if self.dtype == "bfloat16" and self.lora_rank == 0:
+            unset = " (unset, it is 0 on a random-initialised model)" if self.lora_r is None else ""
             raise ValueError(
-                "agent.dtype=bfloat16 keeps the frozen base in bfloat16, but lora_r=0 trains every LLM weight, "
+                f"agent.dtype=bfloat16 keeps the frozen base in bfloat16, but lora_r=0{unset} trains every LLM weight, "
                 "which must stay float32: use LoRA (lora_r > 0) or dtype=float32"
             )
-        if self.lora_layers is not None and (self.lora_layers < 1 or self.rank == 0):
+        if self.lora_layers is not None and (self.lora_layers < 1 or self.lora_rank == 0):
             raise ValueError(
                 f"agent.lora_layers={self.lora_layers} puts LoRA on the top blocks: it must be >= 1 and needs "
                 "lora_r > 0 (unset it to adapt every block, or to fine-tune every weight with lora_r=0)"
             )
         if self.lora_alpha <= 0:
             raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}")
+        if self.critic_input != "last" and self.critic != "action":
+            raise ValueError(
+                f"agent.critic_input={self.critic_input!r} is what the action critic reads; agent.critic={self.critic!r} "
+                "reads the prompt: leave critic_input at 'last' or use critic 'action'"
+            )
         if self.critic_width < 1 or self.max_actions < 1 or self.n_critics < 1:
             raise ValueError("critic_width, max_actions and n_critics must be positive")
 
@@ -247,7 +264,7 @@ class AgentConfig:
         """`float32` or `bfloat16`: what `dtype` means on the resolved device."""
         if self.dtype != "auto":
             return self.dtype
-        return "bfloat16" if self.resolved_device.startswith("cuda") and self.rank > 0 else "float32"
+        return "bfloat16" if self.resolved_device.startswith("cuda") and self.lora_rank > 0 else "float32"
 
 
 @dataclass(frozen=True)
@@ -767,15 +784,20 @@ class TrainConfig:
                 data["agent"] = {"end_of_action": False, "lora_r": 16} | data["agent"]
         return data
 
-    def resolved_again(self, warm_start_steps: bool = True, vocabulary: bool = True) -> TrainConfig:
+    def resolved_again(
+        self, warm_start_steps: bool = True, vocabulary: bool = True, lora_r: bool = True, end_of_action: bool = True
+    ) -> TrainConfig:
         """This config with the defaults that depend on the model and the environment worked out
-        again for its current ones (after a command-line flag or a `replace` changed either):
-        the warm-start steps (`warm_start_steps`) and a tiny model's words (`vocabulary`)."""
-        return replace(
-            self,
-            warm_start_steps=None if warm_start_steps else self.warm_start_steps,
-            agent=replace(self.agent, tiny_vocabulary=()) if vocabulary else self.agent,
+        again for its current ones (after a command-line flag or a `replace` changed either): the
+        warm-start steps (`warm_start_steps`), a tiny model's words (`vocabulary`), the LoRA rank
+        (`lora_r`) and the end-of-action token (`end_of_action`); False keeps that value."""
+        agent = replace(
+            self.agent,
+            tiny_vocabulary=() if vocabulary else self.agent.tiny_vocabulary,
+            lora_r=None if lora_r else self.agent.lora_r,
+            end_of_action=None if end_of_action else self.agent.end_of_action,
         )
+        return replace(self, warm_start_steps=None if warm_start_steps else self.warm_start_steps, agent=agent)
 
     def __post_init__(self) -> None:
         # Both defaults that depend on the model and the environment are resolved once, here (the
@@ -789,6 +811,8 @@ class TrainConfig:
             raise ValueError(
                 f"warm_start_target_kl must be > 0 nats (or null for a fixed number of steps), got {self.warm_start_target_kl}"
             )
+        if self.agent.lora_r is None or self.agent.end_of_action is None:  # recorded in config.json as used
+            object.__setattr__(self, "agent", self.agent.resolved())
         if self.agent.random_initialised and not self.agent.tiny_vocabulary and self.env.name != "playground-text":
             words = _vocabulary(self.env.spec())
             if not words:

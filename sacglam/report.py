@@ -26,6 +26,8 @@ TRAINING_FIGURES = [
 
 
 METRICS_FILE = "metrics.jsonl"
+NO_SIGNAL_SHARE = 0.1  # share of an off-policy run's budget after which "no learning signal yet" is said,
+NO_SIGNAL_EPISODES = 50  # once this many episodes have ended too (a short run's 10% is a few steps)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -95,8 +97,9 @@ def exploration_lines(records: list[dict]) -> list[str]:
     silent = next((r for r in records if "explore/no_signal_env_steps" in r), None)
     if silent is not None:
         lines.append(
-            f"**No learning signal by env step {int(silent['explore/no_signal_env_steps'])}** (10% of the budget): no "
-            "rewarded step, and no goal reported for relabeling, had been collected."
+            f"**No learning signal by env step {int(silent['explore/no_signal_env_steps'])}** (at least {NO_SIGNAL_SHARE:.0%} of "
+            f"the budget and {NO_SIGNAL_EPISODES} episodes): no rewarded step, and no goal reported for relabeling, had "
+            "been collected."
         )
     return [*lines, ""] if lines else []
 

@@ -131,7 +131,7 @@ class ChunkReport:
     policy_version: int  # the oldest weights version that chose an action (-1: uniform-random actions only)
     goal_outcomes: tuple[tuple[str, bool], ...] = ()  # (goal, success) of each episode that ended, in order
     reported_goals: tuple[str, ...] = ()  # the distinct goals the social partner reported in the chunk's steps
-    rewarded_steps: int = 0  # steps with a reward > 0 in the chunk's episodes and segments
+    rewarded_steps: int = 0  # steps with a nonzero reward (a learning signal) in the chunk's episodes and segments
 
 
 @dataclass(frozen=True)

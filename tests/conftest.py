@@ -29,6 +29,7 @@ def xdist_group(item: pytest.Item) -> str:
     return "ray" if item.path.name in RAY_FILES else item.path.name
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test joins its file's xdist group (`--dist loadgroup`); the longest groups first."""
     for item in items:

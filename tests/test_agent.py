@@ -83,7 +83,7 @@ def independent_per_candidate_q(agent, observations, candidates):
     (the tokenizer's end-of-sequence token with `end_of_action`), each critic MLP on it, the minimum
     over critics. Returns a list of per-state lists."""
     model, tok = agent.base_model, agent.tokenizer
-    end = [tok.eos_token_id] if agent.config.end_of_action else []
+    end = [tok.eos_token_id] if agent.config.scores_end_of_action else []
     per_state = []
     for prompt, cs in zip(agent.prompts(observations, candidates), candidates):
         prompt_ids = tok(prompt)["input_ids"]

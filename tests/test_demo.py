@@ -18,7 +18,7 @@ def test_the_demo_phases_are_valid_configs_through_ray_and_the_first_learns_with
     learning, smollm2 = (load_yaml_config(TrainConfig, ROOT / p) for p in DEFAULT_PHASES)
     assert learning.runner == smollm2.runner == "ray"
     assert learning.eval_episodes >= 128 and learning.total_env_steps >= 4 * learning.eval_every
-    assert smollm2.agent.model == "smollm2-135m" and smollm2.agent.rank > 0
+    assert smollm2.agent.model == "smollm2-135m" and smollm2.agent.lora_rank > 0
 
 
 def _phase(tmp_path, name, **changes):

@@ -173,3 +173,31 @@ def test_a_run_written_before_the_objective_existed_resumes_with_the_likelihood_
     del saved["warm_start_objective"]
     assert from_dict(TrainConfig, saved).warm_start_objective == "likelihood"
     assert from_dict(TrainConfig, {"warm_start_steps": 300}).warm_start_objective == "uniform"  # a new file
+
+
+def test_a_run_written_before_the_end_token_and_the_target_resumes_as_it_was_trained():
+    """A full config.json from before `warm_start_target_kl` and `agent.end_of_action` existed:
+    a fixed number of warm-start steps and no end-of-action token, as that run was trained; a new
+    file without them gets the defaults, and a new dump records what was used."""
+    import dataclasses
+
+    from sacglam.config_io import from_dict
+
+    saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(warm_start_steps=300))))
+    assert saved["agent"]["lora_r"] == 0 and saved["agent"]["end_of_action"] is True  # resolved when dumped
+    del saved["warm_start_target_kl"], saved["agent"]["end_of_action"]
+    old = from_dict(TrainConfig, saved)
+    assert old.warm_start_target_kl is None and old.agent.end_of_action is False
+    new = from_dict(TrainConfig, {"warm_start_steps": 300, "agent": {"model": "tiny-causal"}})
+    assert new.warm_start_target_kl == 0.02 and new.agent.end_of_action is True and new.agent.lora_r == 0
+    pretrained = from_dict(TrainConfig, {"agent": {"model": "smollm2-135m"}})
+    assert pretrained.agent.end_of_action is False and pretrained.agent.lora_r == 16
+
+
+def test_flags_that_change_the_model_work_out_its_rank_and_end_token_again():
+    from sacglam.cli import parse
+
+    pretrained = parse(["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m"])
+    assert pretrained.agent.lora_r == 16 and pretrained.agent.end_of_action is False
+    kept = parse(["train", "--config", "tune_configs/runs/cpu_simple_sac.yaml", "--agent.model", "smollm2-135m"])
+    assert kept.agent.lora_r == 0 and kept.agent.end_of_action is False  # the file set both

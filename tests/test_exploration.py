@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,14 +76,15 @@ def test_without_an_end_token_a_prefix_outscores_each_of_its_continuations():
     prefixes = [(a, b) for a in candidates for b in candidates if a != b and b.startswith(a + " ")]
     assert len(prefixes) == 7  # Look / Look at the bench, Paint the <part> / its 3 colours, twice
     for seed in range(5):
-        torch.manual_seed(seed)
+        scores = {}
         for end_of_action in (False, True):
+            torch.manual_seed(seed)
             agent = GLAMAgent(AgentConfig(model="tiny-causal", tiny_vocabulary=words(), end_of_action=end_of_action))
             with torch.no_grad():
-                scores = agent.candidate_scores(agent.encode([observation], [candidates])).log_likelihood
-            score = dict(zip(candidates, scores.tolist()))
-            if not end_of_action:
-                assert all(score[a] >= score[b] for a, b in prefixes)
+                scores[end_of_action] = agent.candidate_scores(agent.encode([observation], [candidates])).log_likelihood
+        score = dict(zip(candidates, scores[False].tolist()))
+        assert all(score[a] >= score[b] for a, b in prefixes)
+        assert (scores[True] < scores[False]).all()  # the same weights, one more token scored: log P(end) < 0
     cfg, agent = default_agent("tests.foreign_envs:Workbench", end_of_action=False)
     metrics = language_warm_start(agent, cfg.env, steps=100, target_kl=cfg.warm_start_target_kl)
     assert metrics["warm_start/steps"] == 100 and metrics["warm_start/kl_to_uniform"] > 0.05  # 0.12 at 300 steps
@@ -96,8 +98,9 @@ def words() -> tuple[str, ...]:
 
 def test_a_warm_start_that_cannot_reach_uniform_warns_naming_the_cause(tmp_path):
     """LoRA on the random tiny model (what `lora_r: 16` in a user's file gives) cannot reshape its
-    output: the warm start hits its cap far from uniform, and the run says so in one line that
-    names `agent.lora_r`, and its report shows the measure."""
+    output: in 100 steps, where every weight training reaches the target in 30-60, the warm start
+    stays far from uniform (measured: mean KL 2.3 nats on Lamps), and the run says so in one line
+    that names `agent.lora_r`, and its report shows the measure."""
     said: list[str] = []
     cfg = TrainConfig(
         env=EnvConfig(name="tests.foreign_envs:Lamps", goals="train"),
@@ -106,17 +109,19 @@ def test_a_warm_start_that_cannot_reach_uniform_warns_naming_the_cause(tmp_path)
         num_envs=8,
         total_env_steps=64,
         eval_episodes=0,
-        warm_start_steps=30,
+        warm_start_steps=100,
         output_dir=str(tmp_path / "run"),
         progress=False,
     )
     run_pipeline(cfg, announce=said.append)
     warnings = [line for line in said if line.startswith("warning:")]
     assert len(warnings) == 1 and "\n" not in warnings[0], said
-    assert "after 30 warm-start steps" in warnings[0] and "agent.lora_r" in warnings[0]
+    assert "after 100 warm-start steps" in warnings[0] and "agent.lora_r" in warnings[0]
+    warm = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert warm["warm_start/kl_to_uniform"] > 1.0
     from sacglam.report import write_report
 
-    assert "Warm start: 30 steps" in write_report(tmp_path / "run").read_text()
+    assert "Warm start: 100 steps" in write_report(tmp_path / "run").read_text()
 
 
 class Desert(gymnasium.Env):
@@ -138,44 +143,58 @@ class Desert(gymnasium.Env):
         return "Goal: find water\nSand everywhere.\nAction:", 0.0, False, self.t >= 4, self._info()
 
 
-def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path, capsys):
+def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
     cfg = TrainConfig(
         env=EnvConfig(name="tests.test_exploration:Desert", goals="train"),
         agent=AgentConfig(model="tiny-causal", critic_width=32),
         sac=SACConfig.with_her(batch_size=16, random_steps=64),
         num_envs=8,
-        total_env_steps=320,
+        total_env_steps=2048,
         eval_episodes=0,
-        log_every=64,
+        log_every=512,
         warm_start_steps=0,
         output_dir=str(tmp_path / "run"),
         progress=False,
     )
-    run_pipeline(cfg, announce=lambda _: None)
-    out = capsys.readouterr().out
-    lines = [line for line in out.splitlines() if "without a rewarded step" in line]
-    assert len(lines) == 1 and lines[0].startswith("warning: 32 env steps (10% of the budget)"), out
+    said: list[str] = []
+    run_pipeline(cfg, announce=said.append)
+    lines = [line for line in said if "without a rewarded step" in line]
+    assert len(lines) == 1, said
+    found = re.match(r"warning: (\d+) env steps \((\d+)% of the budget, (\d+) episodes\)", lines[0])
+    assert found, lines[0]
+    step, share, episodes = map(int, found.groups())
+    # at the first chunk past both 10% of 2,048 env steps and 50 episodes (of 4 steps, 8 at a time)
+    assert 205 <= step < 205 + 64 and share in (10, 11, 12) and 50 <= episodes < 50 + 16
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["explore/no_signal_env_steps"] for r in records if "explore/no_signal_env_steps" in r] == [32]
+    assert [r["explore/no_signal_env_steps"] for r in records if "explore/no_signal_env_steps" in r] == [step]
     from sacglam.report import write_report
 
-    assert "No learning signal by env step 32" in write_report(tmp_path / "run").read_text()
+    assert f"No learning signal by env step {step}" in write_report(tmp_path / "run").read_text()
 
 
-def test_a_run_with_a_signal_never_says_it_has_none(tmp_path, capsys):
+@pytest.mark.parametrize("algo", ["sac", "sac-her"])
+def test_a_run_with_a_signal_never_says_it_has_none(algo, tmp_path):
+    """Random play on Pantry puts something in a container within 6 steps: a reward for SAC-GLAM,
+    and partner reports too for SAC-GLAM+HER."""
     cfg = TrainConfig(
+        algo=algo,
         env=EnvConfig(name="tests.foreign_envs:Pantry", goals="train"),
         agent=AgentConfig(model="tiny-causal", critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64)
+        if algo == "sac-her"
+        else SACConfig(batch_size=16, random_steps=64),
         num_envs=8,
-        total_env_steps=128,
+        total_env_steps=512,  # past 10% of it and 50 episodes: where a run without a signal would be told
         eval_episodes=0,
         warm_start_steps=0,
         output_dir=str(tmp_path / "run"),
         progress=False,
     )
-    run_pipeline(cfg, announce=lambda _: None)
-    assert "without a rewarded step" not in capsys.readouterr().out
+    said: list[str] = []
+    run_pipeline(cfg, announce=said.append)
+    assert not [line for line in said if "without a rewarded step" in line]
+    last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["train/episodes"] >= 50  # the check had its chance
     assert "explore/no_signal_env_steps" not in (tmp_path / "run" / "metrics.jsonl").read_text()
 
 
@@ -191,7 +210,7 @@ def test_a_newcomer_names_the_environment_and_nothing_else(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert saved["env"]["goals"] == "train" and saved["agent"]["lora_r"] is None and saved["agent"]["end_of_action"]
+    assert saved["env"]["goals"] == "train" and saved["agent"]["lora_r"] == 0 and saved["agent"]["end_of_action"]
     missing = subprocess.run(
         [*command[:-1], "no_such_module:Env", *flags], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
@@ -252,3 +271,14 @@ def newcomer_run(seed: int, output_dir: Path, budget: int = NEWCOMER_BUDGET) -> 
         "untrained_ratio": curve[0][1] / random_success,
         "gain": max(greedy for _, _, greedy in curve[1:]) - random_success,
     }
+
+
+def test_a_checkpoint_from_before_the_signal_count_is_not_taken_for_a_run_without_signal():
+    from dataclasses import asdict
+
+    from sacglam.pipeline.driver import Counters, counters_from_json
+
+    old = asdict(Counters(env_steps=5000, episodes=700, successes=0))
+    del old["learning_signals"], old["no_signal_at"]
+    assert counters_from_json(old).learning_signals == 1 and counters_from_json(old).no_signal_at is None
+    assert counters_from_json(asdict(Counters(learning_signals=0))).learning_signals == 0  # a new one as saved

@@ -307,9 +307,11 @@ def _import_from_here(module_name: str):
         sys.path.insert(0, here)
         try:
             module = importlib.import_module(module_name)
-        except ImportError:
+        except ModuleNotFoundError as again:
             sys.path.remove(here)
-            raise error from None
+            if again.name and module_name.split(".")[0] == again.name.split(".")[0]:
+                raise error from None  # not in the working directory either
+            raise  # found here, but what it imports is missing: that is the error to show
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
         return module
 

@@ -68,14 +68,14 @@ class GLAMAgent(nn.Module):
         if not config.load_in_4bit and lm.model.dtype != base_dtype:
             lm.model.to(base_dtype)  # a model passed in: the config decides the base's dtype
         self.kind, self.tokenizer = lm.kind, lm.tokenizer
-        if config.rank > 0:
+        if config.lora_rank > 0:
             for p in lm.model.parameters():
                 p.requires_grad_(False)
             targets = tuple(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind])
             if config.lora_layers is not None:  # full module names inside the top blocks of each stack
                 targets = tuple(top_block_modules(lm.model, targets, config.lora_layers))
             lora = LoraConfig(
-                r=config.rank,
+                r=config.lora_rank,
                 lora_alpha=config.lora_alpha,
                 lora_dropout=0.0,
                 target_modules=list(targets),
@@ -103,7 +103,7 @@ class GLAMAgent(nn.Module):
             self.critic = None
         self.end_token_id: int | None = None
         """The token scored after every action (`AgentConfig.end_of_action`), or None."""
-        if config.end_of_action:
+        if config.scores_end_of_action:
             self.end_token_id = self.tokenizer.eos_token_id
             if self.end_token_id is None:
                 raise ValueError(

@@ -91,7 +91,8 @@ def scores_from_hidden(
         log_likelihood = _per_candidate_grid(token_log_probs, batch).sum(1)
     if critic_input == "mean":
         lengths = batch.index.lengths.to(flat.device, non_blocking=True)
-        features = _per_candidate_grid(flat[batch.candidate_tokens], batch).sum(1) / lengths[:, None].to(flat.dtype)
+        # summed in float32 (a bfloat16 base's states would round on the way)
+        features = _per_candidate_grid(flat[batch.candidate_tokens].float(), batch).sum(1) / lengths[:, None]
     else:
         features = flat[batch.candidate_last]
     return CandidateScores(log_likelihood, features, flat[batch.prompt_last])
@@ -145,8 +146,8 @@ def score_seq2seq(model: PreTrainedModel, batch: Seq2SeqBatch, critic_input: Cri
     rows = torch.arange(len(decoder_hidden), device=decoder_hidden.device)
     lengths = batch.index.lengths.to(decoder_hidden.device)  # position L: input a_L, the whole action seen
     if critic_input == "mean":
-        actions = decoder_hidden[:, 1:] * batch.decoder_mask[:, 1:, None].to(decoder_hidden.dtype)
-        features = actions.sum(1) / lengths[:, None].to(decoder_hidden.dtype)
+        actions = decoder_hidden[:, 1:].float() * batch.decoder_mask[:, 1:, None]  # float32 sum, as the causal one
+        features = actions.sum(1) / lengths[:, None]
     else:
         features = decoder_hidden[rows, lengths]
     first_of_state = (torch.cumsum(batch.index.counts, 0) - batch.index.counts).to(rows.device)

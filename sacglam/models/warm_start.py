@@ -18,7 +18,7 @@ from typing import Literal
 
 import torch
 
-from sacglam.config import EnvConfig
+from sacglam.config import AgentConfig, EnvConfig
 from sacglam.models.agent import GLAMAgent
 
 CHECK_EVERY = 10  # warm-start steps between two measurements of the policy against its target
@@ -76,6 +76,11 @@ def exploration_measure(
     return ExplorationMeasure(kl / count, largest / count, uniform / count)
 
 
+def has_prefix_candidates(candidates: Sequence[str]) -> bool:
+    """Whether one candidate is a word-prefix of another (`Look` of `Look at the bench`)."""
+    return any(b.startswith(a + " ") for a in candidates for b in candidates)
+
+
 def language_warm_start(
     agent: GLAMAgent,
     env_config: EnvConfig,
@@ -131,34 +136,33 @@ def language_warm_start(
     optimizer.zero_grad(set_to_none=True)
     if measure is None or measured_at != taken:
         measure = exploration_measure(agent, *check)
-    return {
-        "warm_start/first_loss": first,
-        "warm_start/last_loss": last,
+    losses = {"warm_start/first_loss": first, "warm_start/last_loss": last} if taken else {}  # no step: no loss
+    return losses | {
         "warm_start/steps": float(taken),
+        "warm_start/prefix_states": sum(map(has_prefix_candidates, check[1])) / len(check[1]),
         "warm_start/kl_to_uniform": measure.kl_to_uniform,
         "warm_start/largest_probability": measure.largest_probability,
         "warm_start/uniform_largest_probability": measure.uniform_largest_probability,
     }
 
 
-def warm_start_warning(
-    metrics: dict[str, float], target_kl: float | None, rank: int, end_of_action: bool
-) -> str | None:
+def warm_start_warning(metrics: dict[str, float], target_kl: float | None, agent: AgentConfig) -> str | None:
     """The one line a run prints when its warm start (`language_warm_start`'s metrics) ended with
     the policy still far from uniform: above `target_kl`, or, without a target, with a largest
-    probability over twice the uniform policy's. Names the likely cause: LoRA (`rank` > 0) on a
+    probability over twice the uniform policy's. Names the likely cause: LoRA on a
     random-initialised model cannot reshape its output; without an end-of-action token an action
-    that is a prefix of another outscores it; otherwise the step cap was too small."""
+    that is a prefix of another (on some of the measured states) outscores it; otherwise the step
+    cap was too small."""
     if "warm_start/kl_to_uniform" not in metrics:
         return None
     kl, largest = metrics["warm_start/kl_to_uniform"], metrics["warm_start/largest_probability"]
     uniform = metrics["warm_start/uniform_largest_probability"]
     if (target_kl is not None and kl <= target_kl) or (target_kl is None and largest <= 2 * uniform):
         return None
-    if rank > 0:
+    if agent.random_initialised and agent.lora_rank > 0:
         fix = "agent.lora_r is set on a random-initialised model, whose frozen random weights LoRA cannot reshape: unset it (0: every weight trains)"
-    elif not end_of_action:
-        fix = "agent.end_of_action is off: an action that is a prefix of another outscores it; turn it on"
+    elif not agent.scores_end_of_action and metrics.get("warm_start/prefix_states", 0) > 0:
+        fix = "agent.end_of_action is off and some candidates are prefixes of others, which then outscore them: turn it on"
     else:
         fix = "raise warm_start_steps"
     target = f"target {target_kl}" if target_kl is not None else "no target"

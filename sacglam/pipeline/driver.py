@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -31,13 +30,12 @@ from sacglam.pipeline.components import Components
 from sacglam.pipeline.metrics import MetricsLogger
 from sacglam.pipeline.schedules import make_schedule
 from sacglam.progress import advance
+from sacglam.report import NO_SIGNAL_EPISODES, NO_SIGNAL_SHARE
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
 from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import ChunkReport
-
-NO_SIGNAL_SHARE = 0.1  # share of an off-policy run's budget after which no learning signal yet is said
 
 
 @dataclass
@@ -72,9 +70,11 @@ class PipelineDriver:
         store: CheckpointStore,
         counters: Counters,
         on_chunk: Callable[[PipelineDriver], None] | None = None,
+        announce: Callable[[str], None] = print,
     ):
         self.cfg, self.parts, self.logger, self.store, self.c = cfg, parts, logger, store, counters
         self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
+        self.announce = announce  # where the run's one-line notices go
         self.in_flight: dict[Any, tuple[str, Any]] = {}
         self.issued_steps = counters.env_steps  # collected + in flight
         self.sync_stats: dict[str, float] = {}
@@ -208,22 +208,23 @@ class PipelineDriver:
             self.on_chunk(self)
 
     def _check_learning_signal(self) -> None:
-        """Once `NO_SIGNAL_SHARE` of an off-policy run's budget is collected without a single
-        rewarded step (nor, with hindsight relabeling, a goal the partner reported), say so once:
+        """Once `NO_SIGNAL_SHARE` of an off-policy run's budget, and `NO_SIGNAL_EPISODES` episodes, are
+        collected without a single rewarded step (nor, with hindsight relabeling, a goal the partner
+        reported), say so once:
         a line now, `explore/no_signal_env_steps` in the metrics (the report shows it) and `signal:
         none` on the progress line until one arrives. Such a run has nothing to learn from."""
         c = self.c
         if self.schedule.on_policy or c.no_signal_at is not None or c.learning_signals:
             return
-        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps:
+        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps or c.episodes < NO_SIGNAL_EPISODES:
             return
         c.no_signal_at = c.env_steps
         relabel = " and no goal reported to relabel" if self.cfg.sac.her else ""
-        tqdm.write(
-            f"warning: {c.env_steps} env steps ({NO_SIGNAL_SHARE:.0%} of the budget) collected without a rewarded "
+        self.announce(
+            f"warning: {c.env_steps} env steps ({c.env_steps / self.cfg.total_env_steps:.0%} of the budget, {c.episodes} "
+            "episodes) collected without a rewarded "
             f"step{relabel}: nothing to learn from yet; see what random play reaches with `sacglam evaluate "
-            "--policies random --env.name ...`",
-            file=sys.stdout,
+            "--policies random --env.name ...`"
         )
         self.logger.log(c.env_steps, {"explore/no_signal_env_steps": c.env_steps})
 
@@ -367,10 +368,14 @@ def restore(parts: Components, checkpoint: StoragePath) -> Counters:
             f"note: the checkpoint has {len(workers)} rollout workers, this run {len(parts.workers)}: "
             "open episodes are dropped and environments reset"
         )
-    saved = json.loads((checkpoint / "driver.json").read_text())
-    # A checkpoint from before the signal count: whether its run had a signal is unknown; assume
-    # it did rather than warn of none on every such resume.
-    saved.setdefault("learning_signals", saved.get("successes", 0) or 1)
+    return counters_from_json(json.loads((checkpoint / "driver.json").read_text()))
+
+
+def counters_from_json(saved: dict[str, Any]) -> Counters:
+    """A checkpoint's `driver.json` as `Counters`. One written before the learning-signal count
+    existed: whether its run had a signal is unknown, so it counts as having had one (no warning
+    of none on every such resume)."""
+    saved = {"learning_signals": saved.get("successes", 0) or 1, **saved}
     counters = Counters(**saved)
     counters.recent = [(int(e), int(s)) for e, s in counters.recent]
     return counters

@@ -103,13 +103,22 @@ def run_pipeline(
             warm = resolve(parts.learners[0].call(LearnerService.warm_start))
             if warm:
                 logger.log(0, warm)
-                warning = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent.rank, cfg.agent.end_of_action)
+                warning = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent)
                 if warning:
                     announce(warning)
-        driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk)
+        driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk, _progress_safe(announce))
         final = driver.run()
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
     finally:
         logger.close()
         parts.close()
+
+
+def _progress_safe(announce: Callable[[str], None]) -> Callable[[str], None]:
+    """`announce`, or, when it is the plain `print`, a print that keeps a progress bar intact."""
+    if announce is not print:
+        return announce
+    from tqdm.auto import tqdm
+
+    return lambda line: tqdm.write(line, file=sys.stdout)

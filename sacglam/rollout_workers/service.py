@@ -60,7 +60,7 @@ class RolloutService:
             policy_version=got.policy_version,
             goal_outcomes=tuple((e.goal, e.success) for e in finished),
             reported_goals=tuple(dict.fromkeys(g for e in got.episodes for step in e.achieved_goals for g in step)),
-            rewarded_steps=sum(r > 0 for e in got.episodes for r in e.rewards),
+            rewarded_steps=sum(r != 0 for e in got.episodes for r in e.rewards),
         )
 
     def flush(self) -> bool:
