@@ -46,10 +46,10 @@ demo: setup
 
 # The whole suite, after the static checks: lint, format, types, and the layer contract. Two
 # pytest-xdist workers, one per core (a file's tests stay on one worker, Ray's files on one worker
-# between them: tests/conftest.py); TEST_WORKERS=0 runs it in one process.
+# between them: the scheduler in tests/conftest.py); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: setup check
-	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --no-loadscope-reorder)
 
 # The inner loop (about 1 minute): everything but the slow tiers (learning run, SmolLM2, Ray, Tune).
 test-fast: setup

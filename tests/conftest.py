@@ -14,8 +14,8 @@ from hypothesis import settings
 # machines): each worker then runs its tests on one torch thread, so threads never outnumber cores.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 TEST_THREADS = max(1, 2 // WORKERS)
-# Files whose tests start Ray (or the S3 server the multi-node tests share): one xdist group, run
-# one after another on one worker, never two Ray clusters at once on two cores.
+# Files whose tests start Ray (or the S3 server the multi-node tests share): one group, run one
+# after another on one worker, never two Ray clusters at once on two cores.
 RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_storage.py", "test_ray_placement.py"}
 # Seconds each group took on a 2-core AVX2 machine (pytest --durations), longest first, so the
 # scheduler hands out the long ones first and the workers finish together; unlisted groups: 0.
@@ -24,17 +24,28 @@ GROUP_SECONDS = {"ray": 700, "test_sanity.py": 300, "test_sac_training.py": 250,
                  "test_embedded_model.py": 50, "test_smollm2_study.py": 40, "test_docs.py": 40}  # fmt: skip
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The group of a test: its file's, or `ray` (module fixtures then run once per run)."""
-    return "ray" if item.path.name in RAY_FILES else item.path.name
+def test_group(path: str) -> str:
+    """The group a test file's tests run in: the file's own, or `ray` for the files that start Ray."""
+    name = path.rsplit("/", 1)[-1]
+    return "ray" if name in RAY_FILES else name
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group markers
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduling with `test_group` as the scope: every test of a group on one
+    worker, so a module fixture runs once and two Ray clusters never run at once. (xdist's own
+    `--dist loadgroup` markers did not group anything under pytest 9.2 and xdist 3.8.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test joins its file's xdist group (`--dist loadgroup`); the longest groups first."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
-    items.sort(key=lambda item: -GROUP_SECONDS.get(xdist_group(item), 0))  # stable: order within a group kept
+    """The longest groups first (`GROUP_SECONDS`): the scheduler hands groups out in this order."""
+    items.sort(key=lambda item: -GROUP_SECONDS.get(test_group(item.nodeid.split("::", 1)[0]), 0))  # stable
 
 
 settings.register_profile("dev", deadline=None)
