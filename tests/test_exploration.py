@@ -282,3 +282,15 @@ def test_a_checkpoint_from_before_the_signal_count_is_not_taken_for_a_run_withou
     del old["learning_signals"], old["no_signal_at"]
     assert counters_from_json(old).learning_signals == 1 and counters_from_json(old).no_signal_at is None
     assert counters_from_json(asdict(Counters(learning_signals=0))).learning_signals == 0  # a new one as saved
+
+
+@pytest.mark.slow
+def test_a_new_environment_with_every_default_explores_and_learns_past_random(tmp_path, torch_threads):
+    """The acceptance of a newcomer's first run (Pantry, the tiny model, every default): the
+    untrained policy, after the default warm start, succeeds at least 80% as often as uniform
+    random play on the same 256 episodes, and training takes greedy success past random's within
+    the budget. Seed 0; the margins over seeds and kernel sets are in docs/testing.md."""
+    torch_threads(1)
+    run = newcomer_run(seed=0, output_dir=tmp_path / "run")
+    assert run["untrained_ratio"] >= NEWCOMER_MIN_UNTRAINED_RATIO, run
+    assert run["gain"] >= NEWCOMER_MIN_GAIN, run
