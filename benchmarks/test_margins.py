@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -51,7 +52,12 @@ class Args:
     sanity_budget: int | None = None
     """Run every sanity job to this many env steps instead of its test's budget (evaluations every
     1,024 all the same): the curves a new budget is chosen from."""
+    sanity_extra: int = 0
+    """Run every sanity job this many env steps past its test's budget (capped at 8,192); the
+    statistic is still read at the test's budget, the rest of the curve shows what more would give."""
     output: Path = Path("benchmarks/results/test_margins.json")
+    table_only: bool = False
+    """Print the table of the output's runs, as the tests read them today, and run nothing."""
     merge: bool = True
     """Keep the jobs of an earlier output that this run does not redo (other tests, seeds or kernels)."""
 
@@ -59,13 +65,14 @@ class Args:
 # ---------------------------------------------------------------------------- jobs (in a child process)
 
 
-def job_specs(test: str, sanity_budget: int | None = None) -> list[dict]:
+def job_specs(test: str, sanity_budget: int | None = None, sanity_extra: int = 0) -> list[dict]:
     """The jobs of one test, per seed: each a dict naming what to run."""
     sys.path.insert(0, str(ROOT))
     if test == "sanity":
         from tests.test_sanity import TARGETS
 
-        return [{"test": "sanity", "environment": e, "method": m, "budget": sanity_budget or b}
+        return [{"test": "sanity", "environment": e, "method": m,
+                 "budget": sanity_budget or max(b, min(b + sanity_extra, 8192))}
                 for (e, m), (b, _) in TARGETS.items()]  # fmt: skip
     if test == "critic":
         return [{"test": "critic", "objective": o} for o in ("uniform", "likelihood")]
@@ -97,7 +104,7 @@ def run_job(spec: dict, seed: int) -> dict:
             )
             test_budget = TARGETS[spec["environment"], spec["method"]][0]
             curve = [point for point in result["curve"] if point[0] <= test_budget]
-            return {"curve": result["curve"], "statistic": sanity_statistic(spec["method"], curve)}
+            return {"curve": result["curve"], "statistic": sanity_statistic(curve)}
         if spec["test"] == "critic":
             from tests.test_sanity import critic_fit_error
 
@@ -143,10 +150,17 @@ def thresholds() -> dict[str, tuple[str, float]]:
     return out
 
 
-def label(run: dict) -> list[tuple[str, float]]:
-    """(label, statistic) pairs of a job."""
+def label(run: dict) -> list[tuple[str, float | None]]:
+    """(label, statistic) pairs of a job, the statistic read as the test reads it now: a sanity
+    run's at its test's budget of today (None when the run stopped short of it)."""
     if run["test"] == "sanity":
-        return [(f"sanity/{run['environment']}/{run['method']}", run["statistic"])]
+        sys.path.insert(0, str(ROOT))
+        from tests.test_sanity import TARGETS, sanity_statistic
+
+        budget = TARGETS[run["environment"], run["method"]][0]
+        curve = [point for point in run["curve"] if point[0] <= budget]
+        value = sanity_statistic(curve) if curve[-1][0] == budget else None
+        return [(f"sanity/{run['environment']}/{run['method']}", value)]
     if run["test"] == "critic":
         return [(f"critic/{run['objective']}", run["statistic"])]
     if run["test"] == "newcomer":
@@ -159,34 +173,75 @@ def margin(direction: str, threshold: float, value: float) -> float:
 
 
 def print_table(runs: list[dict]) -> None:
+    """Per test statistic: its value on every seed and kernel set, the threshold, the smallest
+    margin (negative: a run that fails the test), as a Markdown table."""
     limits = thresholds()
-    rows: dict[str, list[tuple[int, str, float]]] = {}
+    rows: dict[str, dict[tuple[int, str], float | None]] = {}
     for run in runs:
         for name, value in label(run):
-            rows.setdefault(name, []).append((run["seed"], run["kernel"], value))
-    print(f"{'test statistic':<34} {'per seed and kernel set':<60} {'threshold':>10} {'margin':>7}")
+            rows.setdefault(name, {})[run["seed"], run["kernel"]] = value
+    seeds = sorted({seed for cells in rows.values() for seed, _ in cells})
+    kernels = sorted({kernel for cells in rows.values() for _, kernel in cells}, key=list(KERNELS).index)
+    head = [f"seed {seed} ({', '.join(kernels)})" for seed in seeds]
+    print("| test statistic | " + " | ".join(head) + " | threshold | smallest margin |")
+    print("| --- " * (len(head) + 3) + "|")
     for name in sorted(rows):
         direction, threshold = limits[name]
-        cells = sorted(rows[name])
-        values = " ".join(f"{s}/{k[:3]}:{v:.3f}" for s, k, v in cells)
-        smallest = min(margin(direction, threshold, v) for _, _, v in cells)
-        print(f"{name:<34} {values:<60} {direction + ' ' + format(threshold, 'g'):>10} {smallest:>7.3f}")
+        cells = rows[name]
+        per_seed = [
+            ", ".join("-" if cells.get((s, k)) is None else f"{cells[s, k]:.3f}" for k in kernels) for s in seeds
+        ]
+        measured = [v for v in cells.values() if v is not None]
+        smallest = min(margin(direction, threshold, v) for v in measured) if measured else float("nan")
+        print(f"| {name} | " + " | ".join(per_seed) + f" | {direction} {threshold:g} | {smallest:.3f} |")
+
+
+RUN_KEYS = ("test", "environment", "method", "objective", "budget", "seed", "kernel")
+
+
+def run_key(run: dict) -> str:
+    return json.dumps({k: v for k, v in run.items() if k in RUN_KEYS}, sort_keys=True)
 
 
 def main(args: Args) -> None:
-    jobs = [(spec, seed, kernel) for test in args.tests for spec in job_specs(test, args.sanity_budget)
+    if args.table_only:
+        print_table(json.loads(args.output.read_text())["runs"])
+        return
+    jobs = [(spec, seed, kernel) for test in args.tests for spec in job_specs(test, args.sanity_budget, args.sanity_extra)
             for seed in args.seeds for kernel in args.kernels]  # fmt: skip
     jobs.sort(key=lambda job: -job[0].get("budget", 0))  # the longest first, so the workers end together
+    earlier = json.loads(args.output.read_text()).get("runs", []) if args.merge and args.output.exists() else []
+    redone = {run_key({**spec, "seed": seed, "kernel": kernel}) for spec, seed, kernel in jobs}
+    kept = [r for r in earlier if "test" in r and run_key(r) not in redone]
+    runs: list[dict] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def save() -> None:  # after every job, so a run cut short keeps what it measured
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        body = {"kernels": {k: KERNELS[k] for k in args.kernels}, "runs": kept + runs}
+        args.output.write_text(json.dumps(body, indent=2))
+
+    def one(job: tuple[dict, int, str]) -> None:
+        try:
+            run = launch(*job)
+        except RuntimeError as error:
+            with lock:
+                failures.append(str(error))
+            print(str(error).splitlines()[0], file=sys.stderr, flush=True)
+            return
+        with lock:
+            runs.append(run)
+            save()
+        print(f"{len(runs) + len(failures)}/{len(jobs)} {label(run)} {run['kernel']} seed {run['seed']} "
+              f"{run['seconds']:.0f} s", flush=True)  # fmt: skip
+
     with ThreadPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(lambda job: launch(*job), jobs))
-    if args.merge and args.output.exists():
-        keys = {json.dumps({k: v for k, v in r.items() if k in ("test", "environment", "method", "objective", "budget", "seed", "kernel")}, sort_keys=True) for r in runs}  # fmt: skip
-        earlier = json.loads(args.output.read_text()).get("runs", [])
-        kept = [r for r in earlier if "test" in r and json.dumps({k: v for k, v in r.items() if k in ("test", "environment", "method", "objective", "budget", "seed", "kernel")}, sort_keys=True) not in keys]  # fmt: skip
-        runs = kept + runs
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"kernels": {k: KERNELS[k] for k in args.kernels}, "runs": runs}, indent=2))
-    print_table(runs)
+        list(pool.map(one, jobs))
+    save()
+    print_table(kept + runs)
+    if failures:
+        raise SystemExit(f"{len(failures)} job(s) failed; the first:\n{failures[0]}")
 
 
 if __name__ == "__main__":

@@ -43,9 +43,12 @@ def test_each_follows_the_protocol_and_its_expert_solves_what_random_play_does_n
 
 
 CRITIC_INPUT = load_benchmark("critic_input")
-CRITIC_FIT_SEEDS = (0, 1, 2)
-CRITIC_FIT_READS = 0.1  # the default warm start: the median largest error stays below this
-CRITIC_FIT_BLIND = 0.5  # the likelihood warm start: the median largest error stays above this
+# Seed 0 in the suite; seeds 0-2 under two kernel sets measured (`benchmarks/test_margins.py`,
+# docs/testing.md): after the default warm start the largest error is at most 0.003, after the
+# likelihood one at least 0.750 (a goal-blind critic's), 30x and 1.5x from the thresholds.
+CRITIC_FIT_SEED = 0
+CRITIC_FIT_READS = 0.1  # the default warm start: the largest error stays below this
+CRITIC_FIT_BLIND = 0.5  # the likelihood warm start: the largest error stays above this
 
 
 def critic_fit_error(objective: str, seed: int) -> float:
@@ -64,13 +67,10 @@ def test_after_the_default_warm_start_a_critic_can_learn_to_read_the_goal(torch_
     """The likelihood warm start trains the action tokens' hidden state towards one that ignores
     the prompt, and the critic reads that state: it cannot fit CarryWord's Q (the goal decides
     which card to take and whether to show it) and stays where a goal-blind critic sits (0.75).
-    After the uniform-policy warm start (the default) the same regression fits every value. The
-    median over three seeds each way (margins: `benchmarks/test_margins.py`, docs/testing.md)."""
+    After the uniform-policy warm start (the default) the same regression fits every value."""
     torch_threads(1)
-    uniform = sorted(critic_fit_error("uniform", seed) for seed in CRITIC_FIT_SEEDS)
-    likelihood = sorted(critic_fit_error("likelihood", seed) for seed in CRITIC_FIT_SEEDS)
-    assert uniform[1] < CRITIC_FIT_READS, uniform
-    assert likelihood[1] > CRITIC_FIT_BLIND, likelihood
+    assert (uniform := critic_fit_error("uniform", CRITIC_FIT_SEED)) < CRITIC_FIT_READS, uniform
+    assert (likelihood := critic_fit_error("likelihood", CRITIC_FIT_SEED)) > CRITIC_FIT_BLIND, likelihood
 
 
 def test_training_success_counts_only_rewarded_terminations(tmp_path):
@@ -97,20 +97,21 @@ def test_training_success_counts_only_rewarded_terminations(tmp_path):
 
 SANITY = load_benchmark("sanity")
 EVAL_EVERY = 1024  # greedy evaluations (64 episodes) along every run
-# (environment, method) -> (env steps, greedy success): what seed 0 must reach in the suite. Every
-# (budget, success) pair holds on seeds 0-2 under two kernel sets (benchmarks/test_margins.py,
-# docs/testing.md). The SAC methods are asked for their last evaluation, PPO-GLAM, whose greedy
-# success falls back at times after solving, for its best.
+# (environment, method) -> (env steps, greedy success): what seed 0 must reach within the budget in
+# the suite. Every pair was measured on seeds 0-2 under two kernel sets (`benchmarks/test_margins.py`,
+# docs/testing.md): each run clears its threshold by at least 0.1 (six of 64 evaluation
+# episodes), and each budget is at least one evaluation (1,024 env steps) past the first at which
+# every measured run had cleared it; the statistic, the best evaluation so far, only rises with it.
 TARGETS = {
-    ("SayWord", "sac-her"): (2048, 0.9),
-    ("SayWord", "sac"): (4096, 0.9),
+    ("SayWord", "sac-her"): (7168, 0.9),
+    ("SayWord", "sac"): (3072, 0.9),
     ("SayWord", "ppo"): (2048, 0.9),
-    ("CarryWord", "sac-her"): (8192, 0.9),
-    ("CarryWord", "sac"): (4096, 0.6),
+    ("CarryWord", "sac-her"): (3072, 0.9),
+    ("CarryWord", "sac"): (4096, 0.9),
     ("CarryWord", "ppo"): (4096, 0.9),
-    ("GoalCorridor", "sac-her"): (4096, 0.9),
-    ("GoalCorridor", "sac"): (6144, 0.9),
-    ("GoalCorridor", "ppo"): (8192, 0.9),
+    ("GoalCorridor", "sac-her"): (7168, 0.8),
+    ("GoalCorridor", "sac"): (6144, 0.7),
+    ("GoalCorridor", "ppo"): (8192, 0.8),
 }
 
 
@@ -124,10 +125,11 @@ def train_for_target(job: tuple) -> dict:
     return SANITY.train_and_evaluate(environment, method, seed, budget, EVAL_EVERY, directory, sampled=False)
 
 
-def sanity_statistic(method: str, curve: list) -> float:
-    """What the test asserts on: the last greedy evaluation (SAC methods) or the best (PPO-GLAM)."""
-    greedy = [g for step, g, _ in curve if step > 0]
-    return max(greedy) if method == "ppo" else greedy[-1]
+def sanity_statistic(curve: list) -> float:
+    """What the test asserts on, for every method: the best greedy evaluation after the start (a
+    budget is what a method must reach its target within; a single run's greedy success dips
+    between evaluations at times, SAC's as PPO-GLAM's: docs/testing.md)."""
+    return max(g for step, g, _ in curve if step > 0)
 
 
 @pytest.fixture(scope="module")
@@ -147,4 +149,4 @@ def test_every_algorithm_solves_every_sanity_environment(environment, method, sa
     budget, success = TARGETS[environment, method]
     curve = sanity_runs[environment, method]["curve"]
     assert curve[-1][0] == budget and len(curve) == budget // EVAL_EVERY + 1
-    assert sanity_statistic(method, curve) >= success, curve
+    assert sanity_statistic(curve) >= success, curve

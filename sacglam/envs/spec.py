@@ -244,7 +244,16 @@ class TextWorldSpec(EnvironmentSpec):
             )
         if self.max_steps < 1:
             raise ValueError(f"env.max_steps must be >= 1, got {self.max_steps}")
-        self.game_files()  # builds missing games now, with TextWorld's own messages on failure
+        # Checked now, built at first use (`make`, `vocabulary`): a config whose games a flag
+        # replaces (`--env.tw-levels 4` on a file's levels 2, 4 and 6) must not build the file's.
+        if self.game_path:
+            self.game_files()  # lists the files: a missing path fails here, naming it
+        else:
+            from sacglam.envs.textworld.games import validate_challenge
+
+            validate_challenge(self.challenge, self.levels)
+            if self.n_games < 1:
+                raise ValueError(f"TextWorld n_games must be >= 1 (games per level), got {self.n_games}")
 
     def game_files(self) -> tuple[str, ...]:
         from sacglam.envs.textworld.games import challenge_games, game_files
