@@ -105,6 +105,28 @@ def test_a_held_out_seed_that_makes_a_train_game_is_skipped(games, monkeypatch):
     assert held_out == tuple(build("treasure_hunter", LEVELS[0], HELD_OUT_FIRST_SEED + i) for i in (1, 2))
 
 
+def test_a_config_builds_no_game_and_a_run_prepares_the_train_and_held_out_ones(games, monkeypatch):
+    """Reading a config checks the family and levels only (a flag may replace its levels before
+    the run); `prepare`, when a run starts, builds the train and held-out games."""
+    from sacglam.envs.textworld import games as games_module
+
+    build, built = games_module.build_game, []
+
+    def refuse(*args):
+        raise AssertionError(f"a game was built while a config was read: {args}")
+
+    monkeypatch.setattr(games_module, "build_game", refuse)
+    games_module._challenge_games.cache_clear()
+    spec = EnvConfig(name="textworld", tw_challenge="treasure_hunter", tw_levels=LEVELS, tw_games=2).spec()
+    with pytest.raises(ValueError, match="levels must be between 1 and 30"):
+        EnvConfig(name="textworld", tw_challenge="treasure_hunter", tw_levels=(31,)).spec()
+    monkeypatch.setattr(games_module, "build_game", lambda *args: built.append(args) or build(*args))
+    spec.prepare()
+    games_module._challenge_games.cache_clear()  # nor may the patched lists outlive the test
+    seeds = {seed for _, _, seed in built}
+    assert {0, 1} <= seeds and {HELD_OUT_FIRST_SEED, HELD_OUT_FIRST_SEED + 1} <= seeds, built
+
+
 def test_bad_game_settings_get_one_line_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown TextWorld challenge 'cooking'"):
         challenge_games("cooking", (1,), 1)

@@ -52,6 +52,12 @@ class EnvironmentSpec(ABC):
         """The same environment on its held-out goals, or None when it has none."""
         return None
 
+    def prepare(self) -> None:
+        """Make what this environment and its held-out twin need on disk (TextWorld: its games),
+        once, in the process that starts a run, before any worker does. Raises ValueError naming
+        what is wrong. Nothing to make for most environments."""
+        return None
+
     @property
     def goal_types(self) -> tuple[str, ...]:
         """Goal categories in display order (`(ALL_TYPES,)` for an environment without any)."""
@@ -244,7 +250,7 @@ class TextWorldSpec(EnvironmentSpec):
             )
         if self.max_steps < 1:
             raise ValueError(f"env.max_steps must be >= 1, got {self.max_steps}")
-        # Checked now, built at first use (`make`, `vocabulary`): a config whose games a flag
+        # Checked now, built by `prepare` when a run starts (or at first use): a config whose games a flag
         # replaces (`--env.tw-levels 4` on a file's levels 2, 4 and 6) must not build the file's.
         if self.game_path:
             self.game_files()  # lists the files: a missing path fails here, naming it
@@ -264,6 +270,11 @@ class TextWorldSpec(EnvironmentSpec):
             )
         held_out = self.goal_set == "test"
         return tuple(str(p) for p in challenge_games(self.challenge, self.levels, self.n_games, held_out))
+
+    def prepare(self) -> None:
+        self.game_files()
+        if (twin := self.held_out()) is not None:
+            twin.game_files()
 
     def make(self) -> gymnasium.Env:
         from sacglam.envs.textworld import TextWorldEnv

@@ -50,6 +50,7 @@ def run_pipeline(
         )
     # A model name that does not load fails here, in one line, before anything is written.
     check_model(cfg.agent.model, cfg.agent.tiny_vocabulary)
+    cfg.env.spec().prepare()  # TextWorld's games, built here once rather than by every worker
     # On this machine (the local runner, or a Ray of the run's own): a cluster's nodes are not known here.
     slow_dtype = bfloat16_on_cpu_warning(cfg.agent.resolved_dtype, cfg.agent.resolved_device)
     if slow_dtype and cfg.address is None:
