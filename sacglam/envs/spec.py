@@ -274,7 +274,7 @@ class TextWorldSpec(EnvironmentSpec):
     def prepare(self) -> None:
         self.game_files()
         if (twin := self.held_out()) is not None:
-            twin.game_files()
+            twin.prepare()
 
     def make(self) -> gymnasium.Env:
         from sacglam.envs.textworld import TextWorldEnv
