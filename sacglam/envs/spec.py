@@ -255,11 +255,9 @@ class TextWorldSpec(EnvironmentSpec):
         if self.game_path:
             self.game_files()  # lists the files: a missing path fails here, naming it
         else:
-            from sacglam.envs.textworld.games import validate_challenge
+            from sacglam.envs.textworld.games import validate_games
 
-            validate_challenge(self.challenge, self.levels)
-            if self.n_games < 1:
-                raise ValueError(f"TextWorld n_games must be >= 1 (games per level), got {self.n_games}")
+            validate_games(self.challenge, self.levels, self.n_games)
 
     def game_files(self) -> tuple[str, ...]:
         from sacglam.envs.textworld.games import challenge_games, game_files

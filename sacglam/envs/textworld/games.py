@@ -36,6 +36,14 @@ def validate_challenge(challenge: str, levels: Sequence[int]) -> None:
         raise ValueError(f"TextWorld {challenge} levels must be between {low} and {high}, got {list(levels)}")
 
 
+def validate_games(challenge: str, levels: Sequence[int], n_games: int) -> None:
+    """Raises ValueError naming what is wrong with a family, its levels and games per level
+    (builds nothing)."""
+    validate_challenge(challenge, levels)
+    if n_games < 1:
+        raise ValueError(f"TextWorld n_games must be >= 1 (games per level), got {n_games}")
+
+
 def build_game(challenge: str, level: int, seed: int) -> Path:
     """The compiled game of `challenge` at `level` generated with `seed` (built on first use)."""
     validate_challenge(challenge, [level])
@@ -71,9 +79,7 @@ def challenge_games(challenge: str, levels: Sequence[int], n_games: int, held_ou
     level has fewer distinct held-out games than asked for within 10x as many seeds. Listed once
     per process and cache (a config's spec is made many times; the held-out list reads every
     game's JSON)."""
-    validate_challenge(challenge, levels)
-    if n_games < 1:
-        raise ValueError(f"TextWorld n_games must be >= 1 (games per level), got {n_games}")
+    validate_games(challenge, levels, n_games)
     return _challenge_games(challenge, tuple(levels), n_games, held_out, cache_root())
 
 
