@@ -66,10 +66,12 @@ def sanity_config(environment: str, method: str, seed: int, total_env_steps: int
 
 
 def train_and_evaluate(environment: str, method: str, seed: int, total_env_steps: int, eval_every: int,
-                       directory: Path, sampled: bool = True) -> dict:  # fmt: skip
+                       directory: Path, sampled: bool = True, stop_at: float | None = None) -> dict:  # fmt: skip
     """One run in this process on one torch thread (afresh: `directory` is emptied first): its
     greedy and (unless `sampled` is False: None) sampled success at every evaluation, and the env
-    steps to greedy success 0.9. Leaving the sampled evaluation out changes no greedy figure."""
+    steps to greedy success 0.9. Leaving the sampled evaluation out changes no greedy figure.
+    With `stop_at`, the run ends at the first evaluation after the start whose greedy success
+    reaches it (the curve ends there), and otherwise runs to `total_env_steps`."""
     import shutil
     import warnings
     from dataclasses import replace
@@ -85,7 +87,9 @@ def train_and_evaluate(environment: str, method: str, seed: int, total_env_steps
     if not sampled:
         cfg = replace(cfg, eval_modes=("greedy",))
     start = time.perf_counter()
-    run_pipeline(cfg, announce=lambda _: None)
+    greedy = "eval/train/greedy/all"
+    reached = None if stop_at is None else (lambda e: e["env_steps"] > 0 and e[greedy] >= stop_at)
+    run_pipeline(cfg, announce=lambda _: None, stop_when=reached)
     seconds = time.perf_counter() - start
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     key = "eval/train/{}/all"

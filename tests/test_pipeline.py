@@ -292,6 +292,35 @@ def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_pa
         assert sampler_records(whole.output_dir)[-1]["goals/discovered"] >= 3
 
 
+@pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg], ids=["sac-her", "ppo-her"])
+def test_stop_when_ends_a_run_at_the_evaluation_it_accepts_checkpointed_and_resumable(tmp_path, make_cfg):
+    """`stop_when` sees every evaluation (with its env step); the first it accepts ends the run:
+    no evaluation after it, its results returned, a checkpoint at the steps counted by then, and
+    `--resume` takes the run on to its budget."""
+    cfg = make_cfg(tmp_path, "run", total_env_steps=1024, eval_every=256, pipeline=PipelineConfig(checkpoint_every=0))
+    seen, said = [], []
+
+    def at_256(evaluation):
+        seen.append(evaluation["env_steps"])
+        return evaluation["env_steps"] >= 256
+
+    final = run_pipeline(cfg, announce=said.append, stop_when=at_256)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r["env_steps"] for r in rows if "eval/simple-train/sampled/all" in r]
+    assert seen == evaluated == [0, evaluated[1]] and 256 <= evaluated[1] < 1024
+    last_evaluation = [r for r in rows if "eval/simple-train/sampled/all" in r][-1]
+    assert final == {k: v for k, v in last_evaluation.items() if k.startswith("eval/")}
+    assert [r["run/stopped_early_at"] for r in rows if "run/stopped_early_at" in r] == [evaluated[1]]
+    assert any(line.startswith(f"stopped at {evaluated[1]} of 1024 env steps") for line in said)
+    stopped = max(r["env_steps"] for r in rows)
+    checkpoint = CheckpointStore(cfg.output_dir / "checkpoints").latest()
+    assert checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped < 1024
+
+    run_pipeline(replace(cfg, resume=cfg.output_dir), announce=lambda _: None)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["env_steps"] for r in rows) >= 1024
+
+
 def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(tmp_path):
     cfg = _cfg(tmp_path, "run", total_env_steps=64)
     run_pipeline(cfg)

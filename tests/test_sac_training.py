@@ -74,6 +74,20 @@ def learning_curve(output_dir: Path) -> list[float]:
     return [r[CURVE_KEY] for r in records if CURVE_KEY in r]
 
 
+def until_risen(min_rise: float):
+    """A `stop_when` for `run_pipeline` that ends the run at the first evaluation after the start
+    whose `CURVE_KEY` is at least `min_rise` above the start's: `learning_rise` is decided there."""
+    start: list[float] = []
+
+    def risen(evaluation: dict[str, float]) -> bool:
+        if not start:
+            start.append(evaluation[CURVE_KEY])
+            return False
+        return evaluation[CURVE_KEY] - start[0] >= min_rise
+
+    return risen
+
+
 def learning_rise(curve: list[float]) -> float:
     """The best evaluation after the start, above the start. A single run's success oscillates
     between evaluations, and on some seeds falls back later (seed 3 of this config, on earlier
@@ -87,9 +101,10 @@ def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
     """Learning notes: SAC+HER reaches 0.8 sampled success within about 15k env steps on the
     simplified task from a language warm start. Here: from the warm-started start near the
     uniform-random floor (0.26), the sampled success reaches at least 0.1 higher at one of the
-    evaluations at 3k, 6k, 9k and 12k env steps."""
+    evaluations at 3k, 6k, 9k and 12k env steps. The run stops at the first that does (the
+    assertion is decided there; seed 0 on this project's AVX2 machine: at 3k, 0.21 above)."""
     torch_threads(LEARNING_TEST_THREADS)
-    run_pipeline(learning_test_config(seed=0, output_dir=tmp_path / "run"))
+    run_pipeline(learning_test_config(seed=0, output_dir=tmp_path / "run"), stop_when=until_risen(LEARNING_TEST_MIN_RISE))
     curve = learning_curve(tmp_path / "run")
-    assert len(curve) == 5 and curve[0] < 0.4, curve  # starts near the uniform-random floor
+    assert 2 <= len(curve) <= 5 and curve[0] < 0.4, curve  # starts near the uniform-random floor
     assert learning_rise(curve) >= LEARNING_TEST_MIN_RISE, curve

@@ -102,6 +102,9 @@ EVAL_EVERY = 1024  # greedy evaluations (64 episodes) along every run
 # docs/testing.md): each run clears its threshold by at least 0.1 (six of 64 evaluation
 # episodes), and each budget is at least one evaluation (1,024 env steps) past the first at which
 # every measured run had cleared it; the statistic, the best evaluation so far, only rises with it.
+# The suite's run stops at the first evaluation that reaches the target: the assertion is decided
+# there, and what follows could not change it (on this project's AVX2 machine, seed 0 stops after
+# 25,600 of the 45,056 env steps the budgets allow).
 TARGETS = {
     ("SayWord", "sac-her"): (7168, 0.9),
     ("SayWord", "sac"): (3072, 0.9),
@@ -117,12 +120,15 @@ TARGETS = {
 
 def train_for_target(job: tuple) -> dict:
     """One sanity run of `TARGETS` in a worker process (one torch thread): its greedy evaluations
-    every `EVAL_EVERY` env steps up to the budget. `job`: (environment, method, root[, seed])."""
+    every `EVAL_EVERY` env steps up to the budget, or (`until_target`) up to the first that
+    reaches the target. `job`: (environment, method, root[, seed[, until_target]])."""
     environment, method, root, *rest = job
     seed = rest[0] if rest else 0
-    budget, _ = TARGETS[environment, method]
+    until_target = rest[1] if len(rest) > 1 else False
+    budget, success = TARGETS[environment, method]
     directory = Path(root) / f"{environment}-{method}-{seed}"
-    return SANITY.train_and_evaluate(environment, method, seed, budget, EVAL_EVERY, directory, sampled=False)
+    stop_at = success if until_target else None
+    return SANITY.train_and_evaluate(environment, method, seed, budget, EVAL_EVERY, directory, False, stop_at)
 
 
 def sanity_statistic(curve: list) -> float:
@@ -138,7 +144,7 @@ def sanity_runs(tmp_path_factory) -> dict[tuple[str, str], dict]:
     torch thread each): two at a time alone, one at a time beside another xdist worker."""
     root = tmp_path_factory.mktemp("sanity")
     order = sorted(TARGETS, key=lambda pair: (pair[1] != "ppo", TARGETS[pair][0]), reverse=True)  # longest first
-    jobs = [(environment, method, str(root)) for environment, method in order]
+    jobs = [(environment, method, str(root), 0, True) for environment, method in order]
     with ProcessPoolExecutor(TEST_THREADS, mp_context=get_context("spawn")) as pool:
         return dict(zip(order, pool.map(train_for_target, jobs)))
 
@@ -148,5 +154,5 @@ def sanity_runs(tmp_path_factory) -> dict[tuple[str, str], dict]:
 def test_every_algorithm_solves_every_sanity_environment(environment, method, sanity_runs):
     budget, success = TARGETS[environment, method]
     curve = sanity_runs[environment, method]["curve"]
-    assert curve[-1][0] == budget and len(curve) == budget // EVAL_EVERY + 1
+    assert [step for step, _, _ in curve] == list(range(0, curve[-1][0] + 1, EVAL_EVERY)) and curve[-1][0] <= budget
     assert sanity_statistic(curve) >= success, curve

@@ -71,9 +71,12 @@ class PipelineDriver:
         counters: Counters,
         on_chunk: Callable[[PipelineDriver], None] | None = None,
         announce: Callable[[str], None] = print,
+        stop_when: Callable[[dict[str, float]], bool] | None = None,
     ):
         self.cfg, self.parts, self.logger, self.store, self.c = cfg, parts, logger, store, counters
         self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
+        self.stop_when = stop_when  # asked after each evaluation whether the run may end there
+        self.stopped_at: int | None = None  # env steps at which `stop_when` ended the run
         self.announce = announce  # where the run's one-line notices go
         self.in_flight: dict[Any, tuple[str, Any]] = {}
         self.issued_steps = counters.env_steps  # collected + in flight
@@ -102,6 +105,9 @@ class PipelineDriver:
             self._tick()
             if self.eval_due() and self.schedule.may_evaluate(self):
                 self.evaluate()
+                if self.stop_when is not None and self.stop_when(dict(self.latest_eval)):
+                    self._stop_early()
+                    break
             if self.checkpoint_due() and self.schedule.may_checkpoint(self):
                 self.checkpoint()
             if self.schedule.done(self):
@@ -113,12 +119,24 @@ class PipelineDriver:
             for future in finished:
                 self._finish(future)
         self._tick()
-        if self.cfg.eval_episodes and self.latest_eval.get("env_steps") != self.c.env_steps:
+        if self.stopped_at is None and self.cfg.eval_episodes and self.latest_eval.get("env_steps") != self.c.env_steps:
             self.evaluate()
         self.log()
         self.checkpoint()
         self.bar.close()
         return {k: v for k, v in self.latest_eval.items() if k != "env_steps"}
+
+    def _stop_early(self) -> None:
+        """End the run after the evaluation `stop_when` accepted: the calls in flight finish (their
+        steps are counted, not evaluated again), then the run ends as at its budget, with a final
+        checkpoint (`--resume` takes it on to the budget)."""
+        self.stopped_at = self.c.env_steps
+        while self.in_flight:
+            finished, _ = wait_any(list(self.in_flight))
+            for future in finished:
+                self._finish(future)
+        self.logger.log(self.c.env_steps, {"run/stopped_early_at": self.stopped_at})
+        self.announce(f"stopped at {self.stopped_at} of {self.cfg.total_env_steps} env steps: the stop condition held")
 
     def _tick(self) -> None:
         now = time.perf_counter()

@@ -27,10 +27,15 @@ from sacglam.runtime.storage import download_dir, staging_dir, write_torch
 
 
 def run_pipeline(
-    cfg: TrainConfig, on_chunk: Callable | None = None, announce: Callable[[str], None] = print
+    cfg: TrainConfig,
+    on_chunk: Callable | None = None,
+    announce: Callable[[str], None] = print,
+    stop_when: Callable[[dict[str, float]], bool] | None = None,
 ) -> dict[str, float]:
     """Train; returns the final evaluation. With `cfg.resume`, continue that run directory from
-    its newest checkpoint (nothing after it is kept: metrics past it are dropped too)."""
+    its newest checkpoint (nothing after it is kept: metrics past it are dropped too).
+    `stop_when(evaluation)`, if given, is asked after every evaluation (its metrics, with
+    `env_steps`); once it returns True the run ends there, before its budget, checkpointed."""
     if cfg.resume is not None:
         cfg = replace(cfg, output_dir=cfg.resume)
     run_dir = reachable_run_directory(cfg.output_dir)
@@ -107,7 +112,7 @@ def run_pipeline(
                 warning = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent)
                 if warning:
                     announce(warning)
-        driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk, _progress_safe(announce))
+        driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk, _progress_safe(announce), stop_when)
         final = driver.run()
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
