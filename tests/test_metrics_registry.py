@@ -126,7 +126,8 @@ def test_every_registry_name_is_logged(logged_names):
     dead = sorted(
         name
         for name, pattern in patterns.items()
-        if name not in RAY_ONLY | ONLY_WITHOUT_SIGNAL | ONLY_STOPPED_EARLY and not any(pattern.match(n) for n in logged_names)
+        if name not in RAY_ONLY | ONLY_WITHOUT_SIGNAL | ONLY_STOPPED_EARLY
+        and not any(pattern.match(n) for n in logged_names)
     )
     assert not dead, f"docs/metrics.md defines names no run logs (remove or fix them): {dead}"
     assert RAY_ONLY <= set(patterns) and RAY_ONLY <= static_names()

@@ -314,7 +314,9 @@ def test_stop_when_ends_a_run_at_the_evaluation_it_accepts_checkpointed_and_resu
     assert any(line.startswith(f"stopped at {evaluated[1]} of 1024 env steps") for line in said)
     stopped = max(r["env_steps"] for r in rows)
     checkpoint = CheckpointStore(cfg.output_dir / "checkpoints").latest()
-    assert checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped < 1024
+    assert (
+        checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped < 1024
+    )
 
     run_pipeline(replace(cfg, resume=cfg.output_dir), announce=lambda _: None)
     rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]

@@ -104,7 +104,9 @@ def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
     evaluations at 3k, 6k, 9k and 12k env steps. The run stops at the first that does (the
     assertion is decided there; seed 0 on this project's AVX2 machine: at 3k, 0.21 above)."""
     torch_threads(LEARNING_TEST_THREADS)
-    run_pipeline(learning_test_config(seed=0, output_dir=tmp_path / "run"), stop_when=until_risen(LEARNING_TEST_MIN_RISE))
+    run_pipeline(
+        learning_test_config(seed=0, output_dir=tmp_path / "run"), stop_when=until_risen(LEARNING_TEST_MIN_RISE)
+    )
     curve = learning_curve(tmp_path / "run")
     assert 2 <= len(curve) <= 5 and curve[0] < 0.4, curve  # starts near the uniform-random floor
     assert learning_rise(curve) >= LEARNING_TEST_MIN_RISE, curve
