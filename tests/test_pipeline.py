@@ -3,6 +3,7 @@ workers, checkpoints, the schedule, and a local-runner resume that equals an uni
 
 import asyncio
 import json
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -464,3 +465,29 @@ def test_an_inference_actor_that_keeps_acting_with_other_weights_stops_a_ppo_run
     cfg = _ppo_cfg(tmp_path, "restarts", total_env_steps=256, pipeline=PipelineConfig(rollout_workers=2))
     with pytest.raises(RuntimeError, match="3 rollouts in a row acted with other weights than the last update's"):
         run_pipeline(cfg, on_chunk=restart_at_every_chunk_after_the_first_update, announce=lambda _: None)
+
+
+def test_a_rollout_worker_never_imports_torch_and_still_limits_its_threads():
+    """Every Ray actor is a fresh process: a rollout worker, which holds no tensor, builds its
+    environments without importing torch (1.5-3 s a process), and its thread limit still holds
+    when an environment loads torch later (`OMP_NUM_THREADS`) or has loaded it already."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+from sacglam.config import EnvConfig
+from sacglam.rollout_workers.service import limit_torch_threads
+from sacglam.rollout_workers.worker import RolloutWorker
+RolloutWorker(EnvConfig(), 4, 0)
+assert "torch" not in sys.modules, "a rollout worker imported torch"
+limit_torch_threads(1)
+import torch
+before = torch.get_num_threads()
+limit_torch_threads(2)
+print(before, torch.get_num_threads())
+"""
+    environment = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "2"]

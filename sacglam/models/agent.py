@@ -14,11 +14,9 @@ from collections.abc import Sequence
 from typing import cast
 
 import torch
-from peft import LoraConfig, get_peft_model
 from torch import nn
 
 from sacglam.config import AgentConfig
-from sacglam.models.compilation import compile_transformer_blocks
 from sacglam.models.critic import ActionCritic, ObservationCritic, ValueHead
 from sacglam.models.encoding import (
     CandidateTokenCache,
@@ -69,6 +67,10 @@ class GLAMAgent(nn.Module):
             lm.model.to(base_dtype)  # a model passed in: the config decides the base's dtype
         self.kind, self.tokenizer = lm.kind, lm.tokenizer
         if config.lora_rank > 0:
+            # peft (with transformers' generation code and bitsandbytes) costs each process about
+            # 3 s of import: only a LoRA agent pays it (every Ray actor holding a model imports this).
+            from peft import LoraConfig, get_peft_model
+
             for p in lm.model.parameters():
                 p.requires_grad_(False)
             targets = tuple(config.lora_target_modules or ATTENTION_PROJECTIONS[lm.kind])
@@ -90,6 +92,8 @@ class GLAMAgent(nn.Module):
         hidden, device = embeddings.embedding_dim, embeddings.weight.device
         self._split = self._decoder_split(lm)  # before compiling: the check runs the blocks once
         if config.compile:
+            from sacglam.models.compilation import compile_transformer_blocks  # torch._dynamo: 2 s of import
+
             compile_transformer_blocks(self.llm, device)
         if config.critic == "action":
             self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)

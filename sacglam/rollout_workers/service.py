@@ -4,6 +4,8 @@ the local runner calls it directly. No algorithm logic lives here."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -28,9 +30,7 @@ class RolloutService:
         threads: int | None = None,
     ):
         if threads:
-            import torch
-
-            torch.set_num_threads(threads)
+            limit_torch_threads(threads)
         self.worker = RolloutWorker(env_config, num_envs, seed)
         self.inference, self.storage = inference, storage
         self._in_flight: Any = None
@@ -87,3 +87,14 @@ class RolloutService:
 
     def ping(self) -> bool:
         return True
+
+
+def limit_torch_threads(threads: int) -> None:
+    """At most `threads` torch threads in this process. A rollout worker holds no tensor, and
+    importing torch costs a process 1.5-3 s: where torch is loaded (an environment that uses it)
+    the limit is set now, and where it is not, through `OMP_NUM_THREADS`, which torch reads when
+    it loads."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
