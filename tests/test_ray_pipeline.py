@@ -242,6 +242,34 @@ def test_ppo_trains_through_ray_actors_with_two_learners_and_resumes_after_kill_
     assert max(r["inference/policy_lag_max"] for r in _records(run_dir) if "inference/policy_lag_max" in r) == 0
 
 
+def test_stop_when_through_ray_finishes_the_chunks_in_flight_and_checkpoints_what_it_counted(tmp_path, cluster):
+    """Through Ray, collection chunks may be in flight when an evaluation runs (the local runner
+    has none); a run that `stop_when` ends there waits for them, counts their steps, evaluates no
+    more, and its checkpoint holds the steps its metrics end on; `--resume` goes on to the budget."""
+    cfg = _cfg(
+        tmp_path,
+        cluster,
+        total_env_steps=1024,
+        eval_every=256,
+        eval_episodes=2,
+        pipeline=PipelineConfig(rollout_workers=2, learners=1, checkpoint_every=0, resources=SMALL),
+    )
+    seen: list[int] = []
+    final = run_pipeline(
+        cfg, announce=lambda _: None, stop_when=lambda e: seen.append(e["env_steps"]) or len(seen) == 2
+    )
+    rows = _records(cfg.output_dir)
+    evaluations = [r["env_steps"] for r in rows if "eval/simple-train/sampled/all" in r]
+    (stopped,) = [r["run/stopped_early_at"] for r in rows if "run/stopped_early_at" in r]
+    assert seen == evaluations and stopped == evaluations[-1] and 256 <= stopped < 1024
+    assert 0.0 <= final["eval/simple-train/sampled/all"] <= 1.0
+    latest = cfg.output_dir / "checkpoints" / (cfg.output_dir / "checkpoints" / "latest").read_text()
+    counted = json.loads((latest / "driver.json").read_text())["env_steps"]
+    assert counted == max(r["env_steps"] for r in rows) >= stopped  # the chunks in flight were counted
+    run_pipeline(replace(cfg, resume=cfg.output_dir), announce=lambda _: None)
+    assert max(r["env_steps"] for r in _records(cfg.output_dir)) >= 1024
+
+
 def test_a_request_the_cluster_cannot_hold_fails_fast_with_what_is_short(tmp_path, cluster):
     cfg = _cfg(tmp_path, cluster, pipeline=PipelineConfig(learners=1, resources=replace(SMALL, learner_gpus=1.0)))
     started = time.time()

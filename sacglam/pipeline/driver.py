@@ -105,7 +105,7 @@ class PipelineDriver:
             self._tick()
             if self.eval_due() and self.schedule.may_evaluate(self):
                 self.evaluate()
-                if self.stop_when is not None and self.stop_when(dict(self.latest_eval)):
+                if self.stop_accepted():
                     self._stop_early()
                     break
             if self.checkpoint_due() and self.schedule.may_checkpoint(self):
@@ -125,6 +125,13 @@ class PipelineDriver:
         self.checkpoint()
         self.bar.close()
         return {k: v for k, v in self.latest_eval.items() if k != "env_steps"}
+
+    def stop_accepted(self) -> bool:
+        """Whether `stop_when` accepts the evaluation just made. It is asked only before the
+        budget: at the budget the run ends as usual (with the updates still owed)."""
+        if self.stop_when is None or self.c.env_steps >= self.cfg.total_env_steps:
+            return False
+        return self.stop_when(dict(self.latest_eval))
 
     def _stop_early(self) -> None:
         """End the run after the evaluation `stop_when` accepted: the calls in flight finish (their

@@ -92,9 +92,9 @@ class RolloutService:
 def limit_torch_threads(threads: int) -> None:
     """At most `threads` torch threads in this process. A rollout worker holds no tensor, and
     importing torch costs a process 1.5-3 s: where torch is loaded (an environment that uses it)
-    the limit is set now, and where it is not, through `OMP_NUM_THREADS`, which torch reads when
-    it loads."""
+    the limit is set now, and where it is not, through `OMP_NUM_THREADS` and `MKL_NUM_THREADS`
+    (torch sizes its pool from them when it loads; MKL's overrides OpenMP's on MKL builds)."""
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     else:
-        os.environ["OMP_NUM_THREADS"] = str(threads)
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
