@@ -50,8 +50,8 @@ demo: setup
 # The whole suite, after the static checks: lint, format, types, and the layer contract. Two
 # pytest-xdist workers, one per core (a file's tests stay on one worker, Ray's files on one worker
 # between them: the scheduler in tests/conftest.py); TEST_WORKERS=0 runs it in one process.
-# (mypy run beside the suite instead of before it was tried: 24.3 min against 20.8, a third
-# process on two cores slowed the tests more than the idle core it filled saved.)
+# (mypy beside the suite instead of before it was tried once: 24.3 min against 20.8 before, with
+# one more Ray test in that run; the machine did 500 more core-seconds of work: not kept.)
 TEST_WORKERS ?= 2
 test: setup check
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --no-loadscope-reorder)

@@ -22,8 +22,9 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 # Files whose tests start Ray (or the S3 server the multi-node tests share): one group, run one
 # after another on one worker, never two Ray clusters at once on two cores.
 RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_storage.py", "test_ray_placement.py"}
-# Seconds each group took on a 2-core AVX2 machine (pytest --durations), longest first, so the
-# scheduler hands out the long ones first and the workers finish together; unlisted groups: 0.
+# Seconds each group took on a 2-core AVX2 machine (pytest --durations, before the learning tests
+# stopped early: an ordering hint, not a measurement to quote), longest first, so the scheduler
+# hands out the long ones first and the workers finish together; unlisted groups: 0.
 GROUP_SECONDS = {"ray": 700, "test_sanity.py": 300, "test_sac_training.py": 250, "test_compilation.py": 150,
                  "test_textworld.py": 90, "test_exploration.py": 90, "test_gpu_check.py": 60,
                  "test_embedded_model.py": 50, "test_smollm2_study.py": 40, "test_docs.py": 40}  # fmt: skip
