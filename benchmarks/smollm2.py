@@ -36,19 +36,28 @@ seed at least 0.5 on train and 0.3 on held-out goals, and at least PPO-GLAM's).
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import tyro
 
-CONFIGS = {"sac-her": "tune_configs/runs/cpu_smollm2_sac_her.yaml", "ppo": "tune_configs/runs/cpu_smollm2_ppo.yaml"}
+CONFIG_SETS = {
+    # the first study: 2 CPU cores, Ray, 2 gradient samples per env step to 6k env steps
+    "cpu": {"sac-her": "tune_configs/runs/cpu_smollm2_sac_her.yaml", "ppo": "tune_configs/runs/cpu_smollm2_ppo.yaml"},
+    # one GPU, the local runner, the tiny model's gradient work (8 samples per env step) to 15k
+    "gpu": {"sac-her": "tune_configs/runs/gpu_smollm2_sac_her.yaml", "ppo": "tune_configs/runs/gpu_smollm2_ppo.yaml"},
+}
+CONFIGS = CONFIG_SETS["cpu"]
 SETS = ("simple-train", "simple-test")
 POLICIES = ("sampled", "greedy")
-TARGET = {"simple-train": 0.5, "simple-test": 0.3}
+TARGETS = {"cpu": {"simple-train": 0.5, "simple-test": 0.3}, "gpu": {"simple-train": 0.8, "simple-test": 0.5}}
+TARGET = TARGETS["cpu"]
 
 
 @dataclass(frozen=True)
@@ -64,28 +73,74 @@ class Args:
     diagnosis_episodes: int = 64
     """Episodes per goal set for each diagnosis (expert episodes and the policy's own)."""
     output: Path = Path("benchmarks/results/smollm2")
+    configs: Literal["cpu", "gpu"] = "cpu"
+    """Which study's configs and target (`CONFIG_SETS`, `TARGETS`)."""
+    parallel: int = 1
+    """Runs trained at once (each its own process: on one GPU, as many as fit)."""
+    flags: str = ""
+    """Flags added to every `sacglam train` command, as one string (e.g. `--flags="--time-limit-s 400"`)."""
+    thread_limit: int | None = None
+    """OMP/MKL threads of each run's process (None: torch's default)."""
 
 
 def run_dir(args: Args, method: str, seed: int) -> Path:
     return args.runs / f"{method}-seed{seed}"
 
 
-def train(args: Args, method: str, seed: int) -> None:
-    """Run (or resume, or skip when finished) one method and seed."""
+def train_command(args: Args, method: str, seed: int) -> list[str] | None:
+    """The command that runs (or resumes) one method and seed; None when it has finished."""
     directory = run_dir(args, method, seed)
-    sacglam = str(Path(sys.executable).parent / "sacglam")
     if (directory / "learner.pt").exists():
-        print(f"{directory}: finished")
-        return
+        return None
+    command = [sys.executable, "-m", "sacglam", "train"]
     if (directory / "checkpoints" / "latest").exists():
-        command = [sacglam, "train", "--resume", str(directory), "--no-progress"]
+        command += ["--resume", str(directory), "--no-progress"]
     else:
-        command = [sacglam, "train", "--config", CONFIGS[method], "--seed", str(seed)]
+        command += ["--config", CONFIG_SETS[args.configs][method], "--seed", str(seed)]
         command += ["--output-dir", str(directory), "--no-progress"]
-    print(" ".join(command), flush=True)
-    start = time.perf_counter()
-    subprocess.run(command, check=True)
-    print(f"{directory}: {time.perf_counter() - start:.0f} s", flush=True)
+    return command + shlex.split(args.flags)
+
+
+def train_all(args: Args) -> dict[str, float]:
+    """Train every (method, seed), `args.parallel` at a time, each logging to its run directory's
+    `train.log`; returns each run's wall seconds (of this call)."""
+    import os
+
+    env = dict(os.environ)
+    if args.thread_limit:
+        env.update(OMP_NUM_THREADS=str(args.thread_limit), MKL_NUM_THREADS=str(args.thread_limit))
+    queue = [(m, s) for s in args.seeds for m in args.methods]
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    walls: dict[str, float] = {}
+    failed = []
+    while queue or running:
+        while queue and len(running) < args.parallel:
+            method, seed = queue.pop(0)
+            command = train_command(args, method, seed)
+            name = f"{method}/seed{seed}"
+            if command is None:
+                print(f"{name}: finished", flush=True)
+                continue
+            directory = run_dir(args, method, seed)
+            directory.mkdir(parents=True, exist_ok=True)
+            print(" ".join(command), flush=True)
+            log = open(directory / "train.log", "a")  # noqa: SIM115 (closed with the process)
+            running[name] = (
+                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env),
+                time.perf_counter(),
+            )
+        time.sleep(0.5)
+        for name, (process, start) in list(running.items()):
+            if process.poll() is None:
+                continue
+            del running[name]
+            walls[name] = time.perf_counter() - start
+            print(f"{name}: exit {process.returncode} after {walls[name]:.0f} s", flush=True)
+            if process.returncode:
+                failed.append(name)
+    if failed:
+        print(f"failed: {failed} (their train.log says why)", flush=True)
+    return walls
 
 
 def records(directory: Path) -> list[dict]:
@@ -140,7 +195,12 @@ def random_floor(directory: Path) -> dict[str, float]:
 
 
 def analyse(args: Args) -> dict:
-    report: dict = {"benchmark": "smollm2", "configs": CONFIGS, "target": TARGET, "runs": {}}
+    report: dict = {
+        "benchmark": "smollm2",
+        "configs": CONFIG_SETS[args.configs],
+        "target": TARGETS[args.configs],
+        "runs": {},
+    }
     for method in args.methods:
         for seed in args.seeds:
             directory = run_dir(args, method, seed)
@@ -239,10 +299,13 @@ def expert_states(env, episodes: int) -> list[dict]:
 
 def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:
     """Does the policy (and SAC's critic) read its goal? On the expert's states of each goal set, the
-    same state under its own goal and under another goal of the set (drawn uniformly, fixed seed):
-    how far the policy's distribution moves (total variation), how often its greedy pick changes,
-    and for a Q-critic how far Q moves against how far it spreads across the candidates. A reader
-    blind to the goal gives 0 change; the spread is the scale a goal effect is read against."""
+    same state under its own goal and under another goal **of the same type** from the set (drawn
+    uniformly within the type, fixed seed): how far the policy's distribution moves (total
+    variation), how often its greedy pick changes, and for a Q-critic how far Q moves against how
+    far it spreads across the candidates; overall and per goal type (`by_type`). A reader blind to
+    the goal gives 0 change; the spread is the scale a goal effect is read against. Swapping
+    within the type keeps the comparison fair: goal types differ in how much they are worth, so a
+    swap across types moves Q by the type mix of the swaps, whether or not the goal is read."""
     import random
 
     import torch
@@ -254,40 +317,45 @@ def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:
     out: dict = {}
     for name, env in (("train", cfg.env), ("held-out", cfg.env.held_out)):
         steps = expert_states(env, episodes)
-        goals = env.spec().goals()
-        own, swapped = [], []
+        spec = env.spec()
+        by_type: dict[str, list[str]] = {}
+        for goal in spec.goals():
+            by_type.setdefault(spec.goal_type(goal), []).append(goal)
+        own, swapped, types = [], [], []
         for step in steps:
             goal, rest = split_goal(step["observation"])
             own.append(step["observation"])
-            swapped.append(with_goal(rest, rng.choice([g for g in goals if g != goal])))
+            types.append(spec.goal_type(goal))
+            others = [g for g in by_type[types[-1]] if g != goal] or [goal]
+            swapped.append(with_goal(rest, rng.choice(others)))
         candidates = [s["candidates"] for s in steps]
         with torch.inference_mode():
             a = agent(agent.encode(own, candidates))
             b = agent(agent.encode(swapped, candidates))
         mask = a.mask.cpu()
         pi_a, pi_b = a.log_pi.float().cpu().exp() * mask, b.log_pi.float().cpu().exp() * mask
-        probe = {
-            "states": len(steps),
-            "policy_total_variation": float(0.5 * (pi_a - pi_b).abs().sum(-1).mean()),
-            "greedy_pick_changes": float((pi_a.argmax(-1) != pi_b.argmax(-1)).float().mean()),
+        per_state = {
+            "policy_total_variation": 0.5 * (pi_a - pi_b).abs().sum(-1),
+            "greedy_pick_changes": (pi_a.argmax(-1) != pi_b.argmax(-1)).float(),
         }
         if trained and a.q is not None:
             q_a, q_b = a.q.float().cpu(), b.q.float().cpu()
             n = mask.sum(-1)
-            spread = q_a.masked_fill(~mask, float("-inf")).amax(-1) - q_a.masked_fill(~mask, float("inf")).amin(-1)
-            probe |= {
-                "q_mean_own_goal": float(((q_a * mask).sum(-1) / n).mean()),
-                "q_mean_other_goal": float(((q_b * mask).sum(-1) / n).mean()),
-                "q_mean_abs_change": float((((q_a - q_b).abs() * mask).sum(-1) / n).mean()),
-                "q_mean_spread_across_candidates": float(spread.mean()),
-                "argmax_q_changes": float(
-                    (
-                        q_a.masked_fill(~mask, float("-inf")).argmax(-1)
-                        != q_b.masked_fill(~mask, float("-inf")).argmax(-1)
-                    )
-                    .float()
-                    .mean()
-                ),
+            best_a = q_a.masked_fill(~mask, float("-inf"))
+            per_state |= {
+                "q_mean_own_goal": (q_a * mask).sum(-1) / n,
+                "q_mean_other_goal": (q_b * mask).sum(-1) / n,
+                "q_mean_abs_change": ((q_a - q_b).abs() * mask).sum(-1) / n,
+                "q_mean_spread_across_candidates": best_a.amax(-1) - q_a.masked_fill(~mask, float("inf")).amin(-1),
+                "argmax_q_changes": (best_a.argmax(-1) != q_b.masked_fill(~mask, float("-inf")).argmax(-1)).float(),
+            }
+        probe: dict = {"states": len(steps), "swap": "within the goal type"}
+        probe |= {key: float(values.mean()) for key, values in per_state.items()}
+        probe["by_type"] = {}
+        for goal_type in sorted(set(types)):
+            rows = torch.tensor([t == goal_type for t in types])
+            probe["by_type"][goal_type] = {"states": int(rows.sum())} | {
+                key: float(values[rows].mean()) for key, values in per_state.items()
             }
         out[name] = probe
     return out
@@ -409,10 +477,15 @@ def summary(runs: dict, args: Args) -> dict:
             for cell in finals[0]
         }
     sac, ppo = out.get("sac-her"), out.get("ppo")
+    train, test = TARGETS[args.configs]["simple-train"], TARGETS[args.configs]["simple-test"]
     if sac:
         out["target"] = {
-            "sac_train_greedy_every_seed_at_least_0.5": all(v >= 0.5 for v in sac["simple-train/greedy"]["per_seed"]),
-            "sac_test_greedy_every_seed_at_least_0.3": all(v >= 0.3 for v in sac["simple-test/greedy"]["per_seed"]),
+            f"sac_train_greedy_every_seed_at_least_{train}": all(
+                v >= train for v in sac["simple-train/greedy"]["per_seed"]
+            ),
+            f"sac_test_greedy_every_seed_at_least_{test}": all(
+                v >= test for v in sac["simple-test/greedy"]["per_seed"]
+            ),
             "sac_at_least_ppo_greedy": (
                 None
                 if not ppo
@@ -483,11 +556,11 @@ def print_table(report: dict) -> None:
 
 
 def main(args: Args) -> None:
-    if not args.analyse_only:
-        for seed in args.seeds:
-            for method in args.methods:
-                train(args, method, seed)
+    walls = {} if args.analyse_only else train_all(args)
     report = analyse(args)
+    for name, seconds in walls.items():
+        if name in report["runs"]:
+            report["runs"][name]["wall_seconds_this_call"] = seconds
     zero_shot_cached = args.runs / f"zero-shot-{DIAGNOSIS_FILE}"
     first = next((r for r in report["runs"].values() if r["method"] == "sac-her"), None)
     if args.diagnose and first and not zero_shot_cached.exists():

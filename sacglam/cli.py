@@ -335,8 +335,13 @@ def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]
     rank_given = "lora_r" in agent_in_file or "--agent.lora-r" in flags
     end_given = "end_of_action" in agent_in_file or any(f.startswith("--agent.end-of-action") for f in flags)
     end_given = end_given or "--agent.no-end-of-action" in flags
+    norm_given = "critic_input_norm" in agent_in_file or "--agent.critic-input-norm" in flags
     return cfg.resolved_again(
-        warm_start_steps=not steps_given, vocabulary=not words_given, lora_r=not rank_given, end_of_action=not end_given
+        warm_start_steps=not steps_given,
+        vocabulary=not words_given,
+        lora_r=not rank_given,
+        end_of_action=not end_given,
+        critic_input_norm=not norm_given,
     )
 
 

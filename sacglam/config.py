@@ -150,6 +150,13 @@ class AgentConfig:
     hidden states over its tokens (docs/agent.md)."""
     critic_detach: bool = False
     """Train the critic head only: its gradient does not reach the shared LLM."""
+    critic_input_norm: Literal["auto", "standardise", "none"] = "auto"
+    """What the critic head (Q or value) does to the LLM features before its MLP: `standardise`
+    each dimension by running statistics of the features it is trained on (checkpointed and
+    broadcast with the weights), or `none` (the paper's: the raw hidden state). `auto`:
+    standardise on a pre-trained model, whose features share a large constant component that
+    hides the goal (docs/critic-input.md), none on a random-initialised one.
+    `standardises_critic_input` is the value in effect."""
     critic_width: int = 1024
     """Units in each of the critic MLP's two hidden layers."""
     value_head_activation: Literal["relu", "sigmoid"] = "relu"
@@ -217,9 +224,21 @@ class AgentConfig:
         """`end_of_action` in effect: as set, or on for a random-initialised model only."""
         return self.random_initialised if self.end_of_action is None else self.end_of_action
 
+    @property
+    def standardises_critic_input(self) -> bool:
+        """`critic_input_norm` in effect: as set, or `auto`'s choice (on for a pre-trained model)."""
+        if self.critic_input_norm == "auto":
+            return not self.random_initialised
+        return self.critic_input_norm == "standardise"
+
     def resolved(self) -> AgentConfig:
         """This config with the defaults that depend on the model written in (what a run records)."""
-        return replace(self, lora_r=self.lora_rank, end_of_action=self.scores_end_of_action)
+        return replace(
+            self,
+            lora_r=self.lora_rank,
+            end_of_action=self.scores_end_of_action,
+            critic_input_norm="standardise" if self.standardises_critic_input else "none",
+        )
 
     def __post_init__(self) -> None:
         if self.lora_r is not None and self.lora_r < 0:
@@ -248,6 +267,8 @@ class AgentConfig:
                 f"agent.critic_input={self.critic_input!r} is what the action critic reads; agent.critic={self.critic!r} "
                 "reads the prompt: leave critic_input at 'last' or use critic 'action'"
             )
+        if self.critic_input_norm not in ("auto", "standardise", "none"):
+            raise ValueError(f"agent.critic_input_norm={self.critic_input_norm!r}: choose auto, standardise or none")
         if self.critic_width < 1 or self.max_actions < 1 or self.n_critics < 1:
             raise ValueError("critic_width, max_actions and n_critics must be positive")
 
@@ -721,6 +742,11 @@ class TrainConfig:
     """Environments stepped together."""
     total_env_steps: int = 25_000
     """Training budget in environment steps."""
+    time_limit_s: float | None = None
+    """Wall-clock seconds of training (counted once the models are loaded) after which the run
+    ends early, as at its budget: the calls in flight finish, then the final evaluation and a
+    checkpoint, and `--resume` continues to `total_env_steps` (with the limit again, unless a
+    flag changes it). For a job of fixed length (a batch-system slot, a lent GPU). None: no limit."""
     eval_every: int = 5_000
     """Environment steps between evaluations (also at the start and the end)."""
     eval_at_start: bool = True
@@ -772,30 +798,39 @@ class TrainConfig:
         """A run's config.json (a full dump: every other field present) written before a field
         existed is read with what that run used, so a resumed run goes on as it began: before
         `warm_start_objective`, the likelihood warm start; before `warm_start_target_kl`, a fixed
-        number of warm-start steps; before `agent.end_of_action`, no end-of-action token."""
+        number of warm-start steps; before `agent.end_of_action`, no end-of-action token; before
+        `agent.critic_input_norm`, the raw features; before `time_limit_s`, no limit."""
         import dataclasses
 
         data = dict(data)
-        others = {f.name for f in dataclasses.fields(TrainConfig)} - {"warm_start_objective", "warm_start_target_kl"}
+        added_later = {"warm_start_objective", "warm_start_target_kl", "time_limit_s"}
+        others = {f.name for f in dataclasses.fields(TrainConfig)} - added_later
         if others <= set(data):  # a full dump: fields it lacks did not exist when it was written
             data.setdefault("warm_start_objective", "likelihood")
             data.setdefault("warm_start_target_kl", None)  # a fixed number of steps
             if isinstance(data.get("agent"), dict):
-                data["agent"] = {"end_of_action": False, "lora_r": 16} | data["agent"]
+                data["agent"] = {"end_of_action": False, "lora_r": 16, "critic_input_norm": "none"} | data["agent"]
         return data
 
     def resolved_again(
-        self, warm_start_steps: bool = True, vocabulary: bool = True, lora_r: bool = True, end_of_action: bool = True
+        self,
+        warm_start_steps: bool = True,
+        vocabulary: bool = True,
+        lora_r: bool = True,
+        end_of_action: bool = True,
+        critic_input_norm: bool = True,
     ) -> TrainConfig:
         """This config with the defaults that depend on the model and the environment worked out
         again for its current ones (after a command-line flag or a `replace` changed either): the
         warm-start steps (`warm_start_steps`), a tiny model's words (`vocabulary`), the LoRA rank
-        (`lora_r`) and the end-of-action token (`end_of_action`); False keeps that value."""
+        (`lora_r`), the end-of-action token (`end_of_action`) and the critic's input
+        standardisation (`critic_input_norm`); False keeps that value."""
         agent = replace(
             self.agent,
             tiny_vocabulary=() if vocabulary else self.agent.tiny_vocabulary,
             lora_r=None if lora_r else self.agent.lora_r,
             end_of_action=None if end_of_action else self.agent.end_of_action,
+            critic_input_norm="auto" if critic_input_norm else self.agent.critic_input_norm,
         )
         return replace(self, warm_start_steps=None if warm_start_steps else self.warm_start_steps, agent=agent)
 
@@ -811,7 +846,8 @@ class TrainConfig:
             raise ValueError(
                 f"warm_start_target_kl must be > 0 nats (or null for a fixed number of steps), got {self.warm_start_target_kl}"
             )
-        if self.agent.lora_r is None or self.agent.end_of_action is None:  # recorded in config.json as used
+        agent = self.agent
+        if agent.lora_r is None or agent.end_of_action is None or agent.critic_input_norm == "auto":  # recorded as used
             object.__setattr__(self, "agent", self.agent.resolved())
         if self.agent.random_initialised and not self.agent.tiny_vocabulary and self.env.name != "playground-text":
             words = _vocabulary(self.env.spec())
@@ -853,6 +889,8 @@ class TrainConfig:
                 "ppo.her_aligned relabels with sub-goals of Playground-Text's goal grammar; "
                 f"env {self.env.name!r} has none: set ppo.her_aligned=False"
             )
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise ValueError(f"time_limit_s must be > 0 seconds (or unset for no limit), got {self.time_limit_s}")
         if min(self.num_envs, self.total_env_steps, self.eval_every, self.log_every) < 1:
             raise ValueError("num_envs, total_env_steps, eval_every and log_every must be >= 1")
         if self.eval_episodes < 0:

@@ -201,3 +201,33 @@ def test_flags_that_change_the_model_work_out_its_rank_and_end_token_again():
     assert pretrained.agent.lora_r == 16 and pretrained.agent.end_of_action is False
     kept = parse(["train", "--config", "tune_configs/runs/cpu_simple_sac.yaml", "--agent.model", "smollm2-135m"])
     assert kept.agent.lora_r == 0 and kept.agent.end_of_action is False  # the file set both
+
+
+def test_a_run_written_before_the_critic_input_norm_and_the_time_limit_resumes_with_raw_features():
+    """A SmolLM2 run's full config.json from before `agent.critic_input_norm` and `time_limit_s`
+    existed is read as it was trained (raw features: its checkpoints hold no statistics, no limit);
+    a new file gets `auto` (standardised for a pre-trained model), and a dump records the choice."""
+    import dataclasses
+
+    from sacglam.config_io import from_dict
+
+    saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(agent=AgentConfig(model="smollm2-135m")))))
+    assert saved["agent"]["critic_input_norm"] == "standardise" and saved["time_limit_s"] is None
+    del saved["agent"]["critic_input_norm"], saved["time_limit_s"]
+    old = from_dict(TrainConfig, saved)
+    assert (
+        old.agent.critic_input_norm == "none" and not old.agent.standardises_critic_input and old.time_limit_s is None
+    )
+    new = from_dict(TrainConfig, {"agent": {"model": "smollm2-135m"}})
+    assert new.agent.critic_input_norm == "standardise"
+
+
+def test_a_flag_that_changes_the_model_works_out_the_critic_input_norm_again():
+    from sacglam.cli import parse
+
+    tiny = parse(["train", "--config", "tune_configs/runs/sanity_sac.yaml"])
+    assert tiny.agent.critic_input_norm == "none"
+    pretrained = parse(["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m"])
+    assert pretrained.agent.critic_input_norm == "standardise"
+    kept = ["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m"]
+    assert parse([*kept, "--agent.critic-input-norm", "none"]).agent.critic_input_norm == "none"

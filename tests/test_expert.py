@@ -105,3 +105,35 @@ def test_expert_returns_no_plan_for_an_infeasible_scene_and_acts_validly():
     obs, info = env.reset(options={"goal": "Grow any cat", "scene": scene})
     assert shortest_plan(obs) is None
     assert ExpertPolicy().act([obs], [info["candidates"]]) == [info["candidates"][0]]
+
+
+@pytest.mark.parametrize("goal_set", ["simple-train", "simple-test", "train"])
+def test_plan_length_after_an_action_matches_stepping_the_environment(goal_set):
+    """1 exactly when the environment's step ends the episode with the reward; otherwise one more
+    than the plan from the state the step leads to; the best action's length is the plan's."""
+    import copy
+    import random
+
+    from sacglam.envs.expert import plan_length_after
+
+    n_objects = 3 if goal_set.startswith("simple") else 6
+    for seed in range(40):
+        env = PlaygroundText(n_objects=n_objects, goals=goal_set, max_steps=8)
+        obs, info = env.reset(seed=seed)
+        rng = random.Random(seed)
+        for _ in range(4):
+            lengths = {}
+            for action in info["candidates"]:
+                child = copy.deepcopy(env)
+                next_obs, reward, terminated, _, _ = child.step(action)
+                lengths[action] = plan_length_after(obs, action)
+                if terminated:
+                    assert lengths[action] == 1 and reward == 1.0
+                else:
+                    assert lengths[action] == 1 + len(shortest_plan(next_obs))
+            assert min(lengths.values()) == len(shortest_plan(obs))
+            obs, _, terminated, truncated, info = env.step(rng.choice(info["candidates"]))
+            if terminated or truncated:
+                break
+    with pytest.raises(ValueError, match="not a candidate"):
+        plan_length_after(obs, "Fly away")

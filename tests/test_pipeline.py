@@ -491,3 +491,45 @@ print(before, torch.get_num_threads())  # 1 of this machine's cores, then 2
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "2"]
+
+
+@pytest.mark.parametrize("make_cfg", [_cfg, _ppo_cfg], ids=["sac-her", "ppo-her"])
+def test_a_time_limit_ends_a_run_with_its_final_evaluation_and_a_checkpoint_resume_reaches_the_budget(
+    tmp_path, make_cfg
+):
+    """`time_limit_s`: nothing is issued past it; the run evaluates where it stopped, checkpoints
+    there, and `--resume` (limit lifted) trains on to the budget. The clock is moved an hour on
+    after the first chunk (not slept), so the test does not depend on this machine's speed."""
+    cfg = make_cfg(
+        tmp_path,
+        "run",
+        total_env_steps=1024,
+        eval_every=4096,
+        time_limit_s=1800,
+        pipeline=PipelineConfig(checkpoint_every=0),
+    )
+    said: list[str] = []
+
+    def an_hour_later(driver):
+        if driver.c.env_steps > 0 and driver.started_at > 0:
+            driver.started_at -= 3600
+
+    final = run_pipeline(cfg, on_chunk=an_hour_later, announce=said.append)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    [stopped] = [r["run/time_limit_at"] for r in rows if "run/time_limit_at" in r]
+    assert 0 < stopped < 1024 and stopped == max(r["env_steps"] for r in rows)
+    evaluated = [r for r in rows if "eval/simple-train/sampled/all" in r]
+    assert [r["env_steps"] for r in evaluated] == [0, stopped]  # the zero-shot point, then where it stopped
+    assert final == {k: v for k, v in evaluated[-1].items() if k.startswith("eval/")}
+    assert any(line.startswith("time limit (1800 s) reached at") for line in said)
+    checkpoint = CheckpointStore(cfg.output_dir / "checkpoints").latest()
+    assert checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped
+
+    run_pipeline(replace(cfg, resume=cfg.output_dir, time_limit_s=None), announce=lambda _: None)
+    rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["env_steps"] for r in rows) >= 1024
+
+
+def test_a_time_limit_must_be_positive():
+    with pytest.raises(ValueError, match="time_limit_s"):
+        TrainConfig(time_limit_s=0)

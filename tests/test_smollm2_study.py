@@ -71,6 +71,11 @@ def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_pa
         assert 0.0 <= probe["policy_total_variation"] <= 1.0 and 0.0 <= probe["argmax_q_changes"] <= 1.0
         assert probe["q_mean_abs_change"] >= 0 and probe["q_mean_spread_across_candidates"] >= 0
         assert "q_mean_own_goal" not in ppo["goal_probe"][name]
+        assert probe["swap"] == "within the goal type"  # Grow goals swap with Grow goals, Grasp with Grasp
+        assert sum(t["states"] for t in probe["by_type"].values()) == probe["states"]
+        assert set(probe["by_type"]) <= {"grasp", "grow"} and all(
+            "q_mean_abs_change" in t for t in probe["by_type"].values()
+        )
     assert "q_mean_own_goal" not in report["zero_shot_goal_probe"]["train"]
     assert set(report["zero_shot_diagnosis"]["train"]["expert_verbs"]) <= {"Go", "Grasp", "Release"}
     assert (tmp_path / "out" / "curves.png").stat().st_size > 0

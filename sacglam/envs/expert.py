@@ -26,10 +26,8 @@ from sacglam.envs.playground_text import GO_TO_PREFIX, GRASP_ACTION, RELEASE_ACT
 from sacglam.envs.vocabulary import parse_object
 
 
-def shortest_plan(observation: str) -> list[str] | None:
-    """The shortest action sequence that achieves the observation's goal from its state, or None
-    when the goal cannot be achieved in this scene (possible only for a scene given by the caller).
-    """
+def _planning_problem(observation: str):
+    """(names, compiled goal, grow table, start state (on, holding, goal stage)) of an observation."""
     parsed = parse_observation(observation)
     names = list(parsed.visible) + ([parsed.holding] if parsed.holding is not None else [])
     objects = [parse_object(n) for n in names]
@@ -44,21 +42,56 @@ def shortest_plan(observation: str) -> list[str] | None:
         index[parsed.holding] if parsed.holding is not None else NOTHING,
         stage,
     )
+    return names, goal, grows, start
+
+
+def _search(goal: CompiledGoal, grows, n_objects: int, start: tuple[int, int, int]) -> list[int] | None:
+    """Breadth-first search: the shortest action-code sequence from `start` that achieves `goal`."""
     parents: dict[tuple[int, int, int], tuple[tuple[int, int, int], int] | None] = {start: None}
     queue = deque([start])
     while queue:
         state = queue.popleft()
         on, holding, stage = state
-        for action in candidate_actions(len(objects), holding):
+        for action in candidate_actions(n_objects, holding):
             next_on, next_holding, event = transition(grows, on, holding, action)
             next_stage = goal.advance(stage, event)
             if next_stage == goal.n_parts:
-                return _action_texts(_unwind(parents, state) + [action], names)
+                return _unwind(parents, state) + [action]
             child = (next_on, next_holding, next_stage)
             if child not in parents:
                 parents[child] = (state, action)
                 queue.append(child)
     return None
+
+
+def shortest_plan(observation: str) -> list[str] | None:
+    """The shortest action sequence that achieves the observation's goal from its state, or None
+    when the goal cannot be achieved in this scene (possible only for a scene given by the caller).
+    """
+    names, goal, grows, start = _planning_problem(observation)
+    plan = _search(goal, grows, len(names), start)
+    return None if plan is None else _action_texts(plan, names)
+
+
+def plan_length_after(observation: str, action: str) -> int | None:
+    """Steps of the shortest plan for the observation's goal that starts with `action` (1: the
+    action achieves the goal), or None when no plan through it exists. With reward 1 at the goal
+    and discount gamma, the optimal Q of (state, action) is gamma ** (length - 1)."""
+    names, goal, grows, (on, holding, stage) = _planning_problem(observation)
+    codes = {
+        text: code
+        for code, text in zip(
+            candidate_actions(len(names), holding), _action_texts(list(candidate_actions(len(names), holding)), names)
+        )
+    }
+    if action not in codes:
+        raise ValueError(f"{action!r} is not a candidate of this state ({sorted(codes)})")
+    next_on, next_holding, event = transition(grows, on, holding, codes[action])
+    next_stage = goal.advance(stage, event)
+    if next_stage == goal.n_parts:
+        return 1
+    rest = _search(goal, grows, len(names), (next_on, next_holding, next_stage))
+    return None if rest is None else 1 + len(rest)
 
 
 def _unwind(parents: dict, state: tuple[int, int, int]) -> list[int]:

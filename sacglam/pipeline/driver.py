@@ -77,6 +77,8 @@ class PipelineDriver:
         self.on_chunk = on_chunk  # called after each processed chunk (tests inject faults here)
         self.stop_when = stop_when  # asked after each evaluation whether the run may end there
         self.stopped_at: int | None = None  # env steps at which `stop_when` ended the run
+        self.timed_out_at: int | None = None  # env steps at which `time_limit_s` ended the run
+        self.started_at = time.monotonic()  # `time_limit_s` counts from here (the models are loaded)
         self.announce = announce  # where the run's one-line notices go
         self.in_flight: dict[Any, tuple[str, Any]] = {}
         self.issued_steps = counters.env_steps  # collected + in flight
@@ -112,6 +114,9 @@ class PipelineDriver:
                 self.checkpoint()
             if self.schedule.done(self):
                 break
+            if self.time_limit_reached():
+                self._stop_at_time_limit()
+                break
             self.schedule.issue(self)
             if not self.in_flight:
                 raise RuntimeError("pipeline stalled: nothing in flight and nothing to issue (a scheduling bug)")
@@ -138,12 +143,32 @@ class PipelineDriver:
         steps are counted, not evaluated again), then the run ends as at its budget, with a final
         checkpoint (`--resume` takes it on to the budget)."""
         self.stopped_at = self.c.env_steps
+        self._drain()
+        self.logger.log(self.c.env_steps, {"run/stopped_early_at": self.stopped_at})
+        self.announce(f"stopped at {self.stopped_at} of {self.cfg.total_env_steps} env steps: the stop condition held")
+
+    def time_limit_reached(self) -> bool:
+        limit = self.cfg.time_limit_s
+        return limit is not None and time.monotonic() - self.started_at >= limit
+
+    def _stop_at_time_limit(self) -> None:
+        """End the run at `time_limit_s`: nothing new is issued, the calls in flight finish, then
+        the run ends as at its budget (final evaluation at the steps counted, checkpoint), and
+        `--resume` takes it on to the budget."""
+        self._drain()
+        self.timed_out_at = self.c.env_steps
+        self.logger.log(self.c.env_steps, {"run/time_limit_at": self.timed_out_at})
+        self.announce(
+            f"time limit ({self.cfg.time_limit_s:g} s) reached at {self.timed_out_at} of "
+            f"{self.cfg.total_env_steps} env steps: evaluating and checkpointing; --resume continues"
+        )
+
+    def _drain(self) -> None:
+        """Wait for every call in flight and take in its results."""
         while self.in_flight:
             finished, _ = wait_any(list(self.in_flight))
             for future in finished:
                 self._finish(future)
-        self.logger.log(self.c.env_steps, {"run/stopped_early_at": self.stopped_at})
-        self.announce(f"stopped at {self.stopped_at} of {self.cfg.total_env_steps} env steps: the stop condition held")
 
     def _tick(self) -> None:
         now = time.perf_counter()
