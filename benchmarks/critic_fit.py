@@ -77,7 +77,8 @@ class Args:
 
 @dataclass
 class Rows:
-    """States (observation text with its goal), their candidates, goals and exact Q* per candidate."""
+    """States (observation text with its goal), their candidates, goals and the table policy's
+    exact Q per candidate."""
 
     observations: list[str] = field(default_factory=list)
     candidates: list[list[str]] = field(default_factory=list)
@@ -205,7 +206,8 @@ def swapped_within_type(rows: Rows, goal_set: str, gamma: float, seed: int) -> R
         others = [g for g in by_type[spec.goal_type(goal)] if g != goal]
         # a goal this scene can achieve when there is one: what a replay's (achieved) goals are
         reachable = [g for g in others if max(table_policy_q(with_goal(state, g), candidates, gamma)) > 0]
-        out.add(with_goal(state, rng.choice(reachable or others)), candidates, goal, gamma)
+        other = rng.choice(reachable or others or [goal])  # a type with one goal: no swap
+        out.add(with_goal(state, other), candidates, other, gamma)
     return out
 
 
@@ -240,7 +242,7 @@ def build_agent(args: Args, standardise: bool, lora: bool):
 
 
 def features(agent, rows: Rows, chunk: int = 32):
-    """(candidate features (N, H) float32, Q* targets (N,), state of each row (N,)) of `rows`."""
+    """(candidate features (N, H) float32, exact Q targets (N,), state of each row (N,)) of `rows`."""
     import torch
 
     out, targets, states = [], [], []

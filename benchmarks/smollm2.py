@@ -321,13 +321,17 @@ def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:
         by_type: dict[str, list[str]] = {}
         for goal in spec.goals():
             by_type.setdefault(spec.goal_type(goal), []).append(goal)
-        own, swapped, types = [], [], []
+        own, swapped, types, kept = [], [], [], []
         for step in steps:
             goal, rest = split_goal(step["observation"])
+            others = [g for g in by_type[spec.goal_type(goal)] if g != goal]
+            if not others:  # the only goal of its type: nothing to swap with
+                continue
             own.append(step["observation"])
             types.append(spec.goal_type(goal))
-            others = [g for g in by_type[types[-1]] if g != goal] or [goal]
             swapped.append(with_goal(rest, rng.choice(others)))
+            kept.append(step)
+        steps = kept
         candidates = [s["candidates"] for s in steps]
         with torch.inference_mode():
             a = agent(agent.encode(own, candidates))

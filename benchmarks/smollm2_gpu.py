@@ -197,7 +197,9 @@ def run_timings(smollm2, study, walls: dict[str, float]) -> dict:
     runs = {}
     for method in study.methods:
         for seed in study.seeds:
-            rows = smollm2.records(smollm2.run_dir(study, method, seed))
+            directory = smollm2.run_dir(study, method, seed)
+            rows = smollm2.records(directory)
+            config = json.loads((directory / "config.json").read_text()) if (directory / "config.json").exists() else {}
             name = f"{method}/seed{seed}"
             train = smollm2.last(rows, "time/train_seconds")
             runs[name] = {
@@ -206,13 +208,15 @@ def run_timings(smollm2, study, walls: dict[str, float]) -> dict:
                 "train_s": train,
                 "env_steps": rows[-1]["env_steps"] if rows else 0,
                 "evaluations": len(smollm2.evaluations(rows)),
+                "rollout_steps": config.get("ppo", {}).get("rollout_steps") if method == "ppo" else None,
             }
     return {"runs": runs}
 
 
 def time_limit(timings: dict, budget_s: float, eval_episodes: int, margin_s: float) -> dict:
     """Each run's `--time-limit-s` from the smoke run: wall = load + limit + final evaluation,
-    where the limit's clock starts once the model is loaded and covers SAC's zero-shot evaluation.
+    where the limit's clock starts once the model is loaded and covers SAC's zero-shot evaluation,
+    less one PPO rollout and its update (PPO stops at the end of the rollout it is in).
     The smoke's SAC runs evaluate twice and its PPO runs once, which separates an evaluation's cost
     from loading's; an evaluation of `eval_episodes` is scaled from the smoke's by episodes."""
     overheads: dict[str, list[float]] = {}
@@ -225,12 +229,17 @@ def time_limit(timings: dict, budget_s: float, eval_episodes: int, margin_s: flo
     one_eval = max(0.0, statistics.median(sac) - statistics.median(ppo))
     load = max(5.0, statistics.median(ppo) - one_eval)
     final_eval = one_eval * eval_episodes / timings["eval_episodes"]
-    limit = budget_s - load - final_eval - margin_s
+    # PPO stops at the end of the rollout it is in when the limit comes: up to one more rollout
+    # and its update, at the smoke's PPO rate (env steps per training second, updates included).
+    ppo_runs = [r for r in timings["runs"].values() if r["method"] == "ppo" and r["train_s"]]
+    ppo_rollout = statistics.median((r.get("rollout_steps") or 1024) * r["train_s"] / r["env_steps"] for r in ppo_runs)
+    limit = budget_s - load - final_eval - margin_s - ppo_rollout
     return {
         "time_limit_s": max(30.0, limit),
         "load_s": load,
         "smoke_eval_s": one_eval,
         "final_eval_s_estimate": final_eval,
+        "ppo_rollout_s_estimate": ppo_rollout,
         "budget_s": budget_s,
         "margin_s": margin_s,
         "smoke_train_env_steps_per_s": {

@@ -332,10 +332,10 @@ def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]
     agent_in_file = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
     steps_given = "warm_start_steps" in from_file or "--warm-start-steps" in flags
     words_given = "tiny_vocabulary" in agent_in_file or "--agent.tiny-vocabulary" in flags
-    rank_given = "lora_r" in agent_in_file or "--agent.lora-r" in flags
+    rank_given = "lora_r" in agent_in_file or any(f.startswith("--agent.lora-r") for f in flags)
     end_given = "end_of_action" in agent_in_file or any(f.startswith("--agent.end-of-action") for f in flags)
     end_given = end_given or "--agent.no-end-of-action" in flags
-    norm_given = "critic_input_norm" in agent_in_file or "--agent.critic-input-norm" in flags
+    norm_given = "critic_input_norm" in agent_in_file or any(f.startswith("--agent.critic-input-norm") for f in flags)
     return cfg.resolved_again(
         warm_start_steps=not steps_given,
         vocabulary=not words_given,

@@ -744,9 +744,10 @@ class TrainConfig:
     """Training budget in environment steps."""
     time_limit_s: float | None = None
     """Wall-clock seconds of training (counted once the models are loaded) after which the run
-    ends early, as at its budget: the calls in flight finish, then the final evaluation and a
-    checkpoint, and `--resume` continues to `total_env_steps` (with the limit again, unless a
-    flag changes it). For a job of fixed length (a batch-system slot, a lent GPU). None: no limit."""
+    ends early, as at its budget: the calls in flight finish (PPO also finishes the rollout it
+    is collecting and its update), then the final evaluation and a checkpoint, and `--resume`
+    continues to `total_env_steps` (with the limit again, unless a flag changes it). For a job
+    of fixed length (a batch-system slot, a lent GPU). None: no limit."""
     eval_every: int = 5_000
     """Environment steps between evaluations (also at the start and the end)."""
     eval_at_start: bool = True

@@ -231,3 +231,4 @@ def test_a_flag_that_changes_the_model_works_out_the_critic_input_norm_again():
     assert pretrained.agent.critic_input_norm == "standardise"
     kept = ["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m"]
     assert parse([*kept, "--agent.critic-input-norm", "none"]).agent.critic_input_norm == "none"
+    assert parse([*kept, "--agent.critic-input-norm=none"]).agent.critic_input_norm == "none"

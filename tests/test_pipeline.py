@@ -497,9 +497,10 @@ print(before, torch.get_num_threads())  # 1 of this machine's cores, then 2
 def test_a_time_limit_ends_a_run_with_its_final_evaluation_and_a_checkpoint_resume_reaches_the_budget(
     tmp_path, make_cfg
 ):
-    """`time_limit_s`: nothing is issued past it; the run evaluates where it stopped, checkpoints
-    there, and `--resume` (limit lifted) trains on to the budget. The clock is moved an hour on
-    after the first chunk (not slept), so the test does not depend on this machine's speed."""
+    """`time_limit_s`: nothing is issued past it (PPO: past the rollout it is in, whose episodes
+    have ended and reached the storage); the run evaluates where it stopped, checkpoints there,
+    and `--resume` (limit lifted) trains on to the budget. The clock is moved an hour on once 100
+    env steps are collected (not slept), so the test does not depend on this machine's speed."""
     cfg = make_cfg(
         tmp_path,
         "run",
@@ -510,14 +511,19 @@ def test_a_time_limit_ends_a_run_with_its_final_evaluation_and_a_checkpoint_resu
     )
     said: list[str] = []
 
+    moved = []
+
     def an_hour_later(driver):
-        if driver.c.env_steps > 0 and driver.started_at > 0:
+        if driver.c.env_steps >= 100 and not moved:
             driver.started_at -= 3600
+            moved.append(driver.c.env_steps)
 
     final = run_pipeline(cfg, on_chunk=an_hour_later, announce=said.append)
     rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
     [stopped] = [r["run/time_limit_at"] for r in rows if "run/time_limit_at" in r]
-    assert 0 < stopped < 1024 and stopped == max(r["env_steps"] for r in rows)
+    assert moved[0] <= stopped < 1024 and stopped == max(r["env_steps"] for r in rows)
+    if cfg.algo == "ppo":  # the second rollout (64-128) is finished and trained on, then the run stops
+        assert stopped % cfg.ppo.rollout_steps == 0 and any(r.get("train/episodes", 0) > 0 for r in rows)
     evaluated = [r for r in rows if "eval/simple-train/sampled/all" in r]
     assert [r["env_steps"] for r in evaluated] == [0, stopped]  # the zero-shot point, then where it stopped
     assert final == {k: v for k, v in evaluated[-1].items() if k.startswith("eval/")}

@@ -109,7 +109,11 @@ def test_standardisation_removes_the_shared_offset_and_equalises_the_scales():
     norm.learning = True
     out = norm(x).detach()
     assert x.mean(0).abs().max() > 10 and out.mean(0).abs().max() < 1e-3
-    np.testing.assert_allclose(out[:, 1:].std(0).numpy(), 1.0, rtol=0.01)
+    spread = x[:, 1:].std(0, unbiased=False)  # about 0.5: scaled to unit spread, up to the floor
+    np.testing.assert_allclose(
+        out[:, 1:].std(0, unbiased=False), spread / (spread**2 + VARIANCE_FLOOR).sqrt(), rtol=1e-3
+    )
+    assert out[:, 1:].std(0).min() > 0.95
     # the near-constant dimension (std 1e-3) is scaled by at most 1/sqrt(VARIANCE_FLOOR), not to unit scale
     assert out[:, 0].std() < 0.2
 
@@ -157,11 +161,13 @@ def test_a_sac_update_accumulates_the_current_states_candidates_only():
     sac = SACLearner(agent("standardise"), SACConfig(gamma=0.9, batch_size=8, critic_warmup_updates=1))
     norm = sac.agent.critic.input_norm
     expected = 0
-    for _ in range(3):  # a head-only warm-up step, then ordinary steps
+    for step in range(3):  # a head-only warm-up step, then ordinary steps
         batch = buffer.sample(8, n_step=3, mode="ratio")
-        expected += sum(len(c) for c in batch.candidates)
+        # the first update primes the statistics with its batch before its targets, then its
+        # forward adds the batch as every update does; next states (the target's forward) add nothing
+        expected += sum(len(c) for c in batch.candidates) * (2 if step == 0 else 1)
         sac.update(batch)
-        assert float(norm.count) == expected  # next states (the target's forward) add nothing
+        assert float(norm.count) == expected
     assert "critic.input_norm.mean" not in sac.target  # the target critic reads the online statistics
     restored = SACLearner(agent("standardise", seed=2), SACConfig(gamma=0.9, batch_size=8))
     restored.load_state_dict(sac.state_dict())
@@ -187,7 +193,9 @@ def test_data_parallel_learners_merge_every_ranks_rows_and_keep_identical_statis
 
     from sacglam.learner.distributed import free_port
 
-    shares = [feature_batches(seed=s, sizes=(5, 9)) for s in (10, 11)]
+    # unequal shares, one of them empty: the merge weights rows, not ranks, and an empty rank
+    # still takes part in the collectives
+    shares = [feature_batches(seed=10, sizes=(5, 9)), feature_batches(seed=11, sizes=(2, 0))]
     batches = [(shares[0][k], shares[1][k]) for k in range(2)]
     context = get_context("spawn")
     out = context.Queue()
@@ -215,5 +223,20 @@ def test_a_ppo_update_adds_each_rollout_row_once_whatever_the_epochs():
     cfg = PPOConfig(epochs=3, minibatch_size=16)
     episodes = RolloutWorker(EnvConfig.variant("simple"), 4, seed=0).collect(12, None).episodes
     rollout, _ = rollout_from_segments(value, episodes, cfg, np.random.default_rng(0))
-    PPOLearner(value, cfg, seed=0).update(rollout)
-    assert float(value.critic.input_norm.count) == len(rollout.actions) > 0
+    learner = PPOLearner(value, cfg, seed=0)
+    first_share = len(learner.minibatches(len(rollout.actions))[0][1])
+    learner.update(rollout)  # primed with the first minibatch, then every row once
+    assert float(value.critic.input_norm.count) == first_share + len(rollout.actions) > first_share
+    learner.update(rollout)  # primed already: the rows once more
+    assert float(value.critic.input_norm.count) == first_share + 2 * len(rollout.actions)
+
+
+def test_a_non_finite_batch_leaves_the_statistics_as_they_were():
+    norm = RunningStandardiser(6)
+    norm.learning = True
+    norm(torch.from_numpy(feature_batches()[0]).float())
+    before = {k: v.clone() for k, v in norm.state_dict().items()}
+    poisoned = torch.from_numpy(feature_batches()[2]).float()
+    poisoned[3, 2] = float("nan")
+    norm(poisoned)
+    assert all(torch.equal(before[k], v) for k, v in norm.state_dict().items())

@@ -106,6 +106,11 @@ class PPOLearner:
         distribution: they are the original goal's (another prompt); their value and clipping
         centre are recomputed."""
         self._trunks.clear()  # trunks belong to one rollout's minibatches
+        if len(shares) and len(shares[0]):  # a first rollout: statistics before any value is read
+            first = shares[0]
+            self.agent.prime_critic_statistics(
+                self.agent.encode([rollout.observations[i] for i in first], [rollout.candidates[i] for i in first])
+            )
         M = len(rollout.actions)
         relabeled = rollout.relabeled if rollout.relabeled is not None else torch.zeros(M, dtype=torch.bool)
         log_prob, values = rollout.old_log_prob.clone(), torch.zeros(M)

@@ -115,6 +115,7 @@ class SACLearner:
         agent, cfg = self.agent, self.config
         device = agent.device
         current = agent.encode(batch.observations, batch.candidates)
+        agent.prime_critic_statistics(current)  # a first update's targets read standardised features too
         next_log_pi, next_q_target, next_mask = self._next_state_values(batch)
         warming_up = self.warming_up
         trunk = agent.frozen_trunk(current)  # None unless LoRA leaves a frozen trunk below it

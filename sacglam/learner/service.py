@@ -78,7 +78,8 @@ class LearnerService:
         return self.agent.trainable_state_dict()
 
     def weights_nbytes(self) -> int:
-        return sum(p.numel() * p.element_size() for p in self.agent.parameters() if p.requires_grad)
+        """Bytes of what `weights` ships (the critic's input statistics included)."""
+        return sum(t.numel() * t.element_size() for t in self.agent.trainable_state_dict().values())
 
     def evaluate_part(self, part: EvaluationPart) -> list[EpisodeResult]:
         """One part of the run's evaluation (`evaluation.training_evaluation`) with the current

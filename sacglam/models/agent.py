@@ -251,6 +251,18 @@ class GLAMAgent(nn.Module):
             )
         return self.critic(features.float())[:, :, :C].masked_fill(~mask, 0.0)
 
+    def prime_critic_statistics(self, batch: EncodedBatch) -> None:
+        """Give the critic's input statistics a batch's features when they have none yet (a
+        learner's first update, before it computes any target), so that no forward ever reads the
+        raw features of a head that will read standardised ones. One extra forward, once per run."""
+        norm = getattr(self.critic, "input_norm", None)
+        if norm is None or float(norm.count) > 0:
+            return
+        with torch.no_grad():
+            scores = self.candidate_scores(batch, with_log_likelihood=False)
+        features = scores.candidate_features if isinstance(self.critic, ActionCritic) else scores.prompt_features
+        norm.update(features.float())
+
     @contextmanager
     def learning_critic_statistics(self) -> Iterator[None]:
         """Within it, forwards with gradients add their critic-input features to the critic's input
@@ -288,9 +300,16 @@ class GLAMAgent(nn.Module):
         params = self._trained_tensors()
         missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
         if missing or unexpected:
+            norm = any(".input_norm." in k for k in missing + unexpected)
             raise ValueError(
                 f"trainable state does not fit this agent (same model, LoRA and critic settings needed): "
                 f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+                + (
+                    "; the critic's input statistics differ: set agent.critic_input_norm as the state was trained "
+                    "(none for states from before the setting existed)"
+                    if norm
+                    else ""
+                )
             )
         for name, p in params.items():  # check everything before changing anything
             if p.shape != state[name].shape:

@@ -18,9 +18,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-VARIANCE_FLOOR = 1e-4
+VARIANCE_FLOOR = 1e-2
 """Added to each dimension's variance: a dimension that is (nearly) constant over the data is
-scaled by at most 100 rather than by the inverse of its rounding noise."""
+scaled by at most 10 rather than by the inverse of its rounding noise (a bfloat16 base rounds
+features of magnitude 32-64 to steps of 0.25: noise of standard deviation about 0.07), and the
+critic's gradient into the shared LLM is amplified by at most 10 along it. SmolLM2-135M's
+features spread with a standard deviation of about 0.5 per dimension: most are scaled fully."""
 CLIP = 10.0
 """Standardised features are clipped to +-CLIP: an input far outside what the statistics have
 seen cannot blow up the critic's first layer."""
@@ -33,7 +36,9 @@ class RunningStandardiser(nn.Module):
     while `learning` is set and gradients are enabled (a learner's update:
     `GLAMAgent.learning_critic_statistics`), counted in `count`. Every other forward (acting,
     evaluation, a target critic's next-state values under no_grad) reads the statistics and
-    leaves them. Before the first update the map is the identity
+    leaves them. A learner's first update primes them with its batch before computing any
+    target (`GLAMAgent.prime_critic_statistics`; that batch then counts twice). Before that the
+    map is the identity
     (mean 0, var 1, no floor: exactly x). Under torch.distributed each update merges the moments of
     every rank's batch, so data-parallel learners keep identical statistics.
     """
@@ -75,6 +80,8 @@ class RunningStandardiser(nn.Module):
         squares = ((x - batch_mean) ** 2).sum(0)
         if distributed:
             dist.all_reduce(squares)
+        if not (torch.isfinite(count_and_sum).all() and torch.isfinite(squares).all()):
+            return  # a non-finite batch (its loss will fail the update) must not poison the statistics
         batch_var = squares / n.clamp(min=1)
         total = self.count + n
         weight = n / total.clamp(min=1)  # 0 when no rank had rows: nothing changes

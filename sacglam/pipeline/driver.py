@@ -114,7 +114,10 @@ class PipelineDriver:
                 self.checkpoint()
             if self.schedule.done(self):
                 break
-            if self.time_limit_reached():
+            # On-policy runs stop between rollouts only: a part-collected rollout cannot be
+            # checkpointed (its segments would be trained on twice or lost), so the current one is
+            # finished and trained on first.
+            if self.time_limit_reached() and (not self.schedule.on_policy or self.schedule.may_checkpoint(self)):
                 self._stop_at_time_limit()
                 break
             self.schedule.issue(self)
@@ -152,9 +155,9 @@ class PipelineDriver:
         return limit is not None and time.monotonic() - self.started_at >= limit
 
     def _stop_at_time_limit(self) -> None:
-        """End the run at `time_limit_s`: nothing new is issued, the calls in flight finish, then
-        the run ends as at its budget (final evaluation at the steps counted, checkpoint), and
-        `--resume` takes it on to the budget."""
+        """End the run at `time_limit_s` (an on-policy run at the end of the rollout it is in):
+        nothing new is issued, the calls in flight finish, then the run ends as at its budget
+        (final evaluation at the steps counted, checkpoint), and `--resume` takes it on."""
         self._drain()
         self.timed_out_at = self.c.env_steps
         self.logger.log(self.c.env_steps, {"run/time_limit_at": self.timed_out_at})
