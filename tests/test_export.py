@@ -1,0 +1,140 @@
+"""`sacglam export`: a trained run's agent loaded back with plain transformers + peft (no sacglam
+code in the scoring) gives the agent's candidate log-likelihoods to 1e-5 in float32, for a LoRA
+run (top-k blocks) and a full-weight run; the critic, sacglam.json and the model card; and a
+folder that is not a run fails in one line."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from sacglam.cli import main
+from sacglam.config import AgentConfig, PipelineConfig, SACConfig
+from sacglam.envs import PlaygroundText
+from sacglam.models import GLAMAgent
+from sacglam.pipeline.run import run_pipeline
+from tests.helpers import tiny_pipeline_config
+
+
+def trained_run(tmp_path, name, agent: AgentConfig, random_steps: int = 64, **changes):
+    cfg = tiny_pipeline_config(tmp_path, name, **({"total_env_steps": 128, "eval_every": 128} | changes))
+    cfg = replace(
+        cfg,
+        agent=replace(agent, critic_width=32),
+        sac=SACConfig.with_her(batch_size=8, critic_warmup_updates=1, random_steps=random_steps),
+        pipeline=PipelineConfig(checkpoint_every=64),
+    )
+    run_pipeline(cfg, announce=lambda _: None)
+    return cfg
+
+
+def states(n=6):
+    env = PlaygroundText(n_objects=3, goals="simple-train", max_steps=8)
+    out = []
+    for seed in range(n):
+        obs, info = env.reset(seed=seed)
+        out.append((obs, list(info["candidates"])))
+    return out
+
+
+def naive_log_likelihoods(model, tokenizer, prompt: str, candidates: list[str], end_id) -> list[float]:
+    """Sum of each candidate's token log-probs after the prompt, one plain forward per candidate."""
+    prompt_ids = tokenizer(prompt)["input_ids"]
+    out = []
+    for action in candidates:
+        action_ids = tokenizer(" " + action, add_special_tokens=False)["input_ids"] + (
+            [end_id] if end_id is not None else []
+        )
+        ids = torch.tensor([prompt_ids + action_ids])
+        with torch.no_grad():
+            log_probs = model(input_ids=ids).logits.float().log_softmax(-1)[0]
+        out.append(sum(float(log_probs[len(prompt_ids) + k - 1, t]) for k, t in enumerate(action_ids)))
+    return out
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        AgentConfig(model="tiny-causal", lora_r=8, lora_layers=1, critic="action"),
+        AgentConfig(model="tiny-causal", lora_r=0, critic="action"),
+    ],
+    ids=["lora-top-1", "full-weight"],
+)
+def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does(tmp_path, agent):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cfg = trained_run(tmp_path, "run", agent)
+    out = tmp_path / "export"
+    main(["export", str(cfg.output_dir), str(out)])
+    settings = json.loads((out / "sacglam.json").read_text())
+    assert settings["env_steps"] >= 128 and settings["last_evaluation"]["env_steps"] >= 128
+    assert settings["policy"]["scoring"] == "sum" and settings["policy"]["prompt_template"] == "plain"
+    assert "## Loading it without sacglam" in (out / "README.md").read_text()
+
+    # the agent as the run left it: its final checkpoint's trainable state
+    from sacglam.runtime.checkpoint import CheckpointStore
+
+    reference = GLAMAgent(cfg.agent).eval()
+    checkpoint, _ = CheckpointStore(cfg.output_dir / "checkpoints").latest_intact()
+    reference.load_trainable_state_dict(torch.load(checkpoint / "learner.pt", weights_only=False)["learner"]["agent"])
+
+    if agent.lora_rank:
+        assert settings["weights"] == "adapter" and (out / "adapter" / "adapter_model.safetensors").exists()
+        base = AutoModelForCausalLM.from_pretrained(settings["base_model"]["loaded_from"], dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, str(out / "adapter")).eval()
+        tokenizer = AutoTokenizer.from_pretrained(out / "adapter")
+        adapted = {k for k in model.state_dict() if "lora_A" in k}
+        assert adapted and all(".layers.1." in k for k in adapted)  # the top block of 2 only
+    else:
+        assert settings["weights"] == "model" and not (out / "adapter").exists()
+        model = AutoModelForCausalLM.from_pretrained(out / "model", dtype=torch.float32).eval()
+        tokenizer = AutoTokenizer.from_pretrained(out / "model")
+    end_id = settings["policy"]["end_of_action_token"]
+    for observation, candidates in states():
+        with torch.no_grad():
+            got = reference(reference.encode([observation], [candidates]), with_critic=False)
+        want = naive_log_likelihoods(model, tokenizer, observation, candidates, end_id)
+        torch.testing.assert_close(
+            got.action_log_likelihood[0, : len(candidates)], torch.tensor(want), atol=1e-5, rtol=0
+        )
+
+    from safetensors.torch import load_file
+
+    critic = load_file(out / "critic.safetensors")
+    described = json.loads((out / "critic.json").read_text())
+    assert described["kind"] == "action" and described["width"] == 32
+    assert torch.equal(critic["nets.0.0.weight"], reference.critic.nets[0][0].weight.detach())
+
+
+def test_a_folder_that_is_not_a_trained_run_fails_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", str(tmp_path), str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "\n" not in message and "has no config.json" in message
+    (tmp_path / "config.json").write_text(json.dumps({}))
+    with pytest.raises(SystemExit):
+        main(["export", str(tmp_path), str(tmp_path / "out")])
+    assert "no intact checkpoint" in capsys.readouterr().err
+
+
+def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_and_the_expert(tmp_path, capsys):
+    # the warm-started policy, near uniform (no SAC update before the budget: random_steps), whose
+    # sampled success is not 0: a match of zeros would prove nothing
+    agent = AgentConfig(model="tiny-causal", lora_r=0, critic="action")
+    cfg = trained_run(tmp_path, "run", agent, random_steps=1024, warm_start_steps=60, eval_episodes=16)
+    output = tmp_path / "evaluation.json"
+    main(["evaluate", "--run", str(cfg.output_dir), "--output", str(output), "--no-progress"])
+    report = json.loads(output.read_text())
+    own = report["run_own_evaluation"]
+    assert own["env_steps"] == report["env_steps"] >= 128
+    overall = {k: v for k, v in report["evaluation"].items() if k.endswith("/all")}
+    assert overall and all(own[k] == v for k, v in overall.items())  # the same episodes, the same weights
+    assert max(v for k, v in overall.items() if "/sampled/" in k) > 0
+    assert "the same figures" in capsys.readouterr().out
+    assert {"simple-train / random", "simple-train / expert", "simple-test / trained greedy"} <= set(report["table"])
+    main(["evaluate", "--run", str(cfg.output_dir), "--episodes", "8", "--output", str(output), "--no-progress"])
+    again = json.loads(output.read_text())
+    assert "run_own_evaluation" not in again  # other episodes: nothing to compare with
