@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tyro
 
@@ -281,6 +281,47 @@ def export(args: ExportArgs) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class WatchArgs:
+    """Transcripts of a trained run's agent: episodes step by step (goal, observation, every
+    candidate with its probability and Q, the action, the reward, the partner's reports) as text
+    and as an HTML page a browser opens (docs/export.md)."""
+
+    run: tyro.conf.Positional[str]
+    """The run directory (a path or URI) written by `sacglam train`."""
+    episodes: int = 4
+    """Episodes to record: the first of the run's evaluation episodes (goal types in turn)."""
+    mode: Literal["greedy", "sampled"] = "greedy"
+    """How the agent acts: its most probable candidate, or sampling (seeded)."""
+    held_out: bool = False
+    """Episodes of the held-out goal set instead of the train goals."""
+    out: Path | None = None
+    """Where the transcripts go (default: RUN/transcripts for a local run, else ./transcripts)."""
+
+
+def watch(args: WatchArgs) -> dict[str, Any]:
+    from sacglam.evaluation import EVAL_SEED_OFFSET
+    from sacglam.export import load_run_agent
+    from sacglam.transcripts import record_episodes, write_transcripts
+
+    if args.episodes < 1:
+        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
+    cfg, agent, env_steps = load_run_agent(args.run)
+    env = cfg.env.held_out if args.held_out and cfg.env.has_held_out else cfg.env
+    seed = cfg.seed + EVAL_SEED_OFFSET
+    specs = episode_specs(env, args.episodes, seed)
+    transcripts = record_episodes(agent, env, specs, greedy=args.mode == "greedy", seed=seed)
+    local = "://" not in args.run
+    out = args.out or (Path(args.run) / "transcripts" if local else Path("transcripts"))
+    title = f"{cfg.algo} on {env.name} ({env.goals}), {cfg.agent.model}, {env_steps} env steps, {args.mode}"
+    paths = write_transcripts(transcripts, out, title)
+    won = sum(t.success for t in transcripts)
+    print(
+        f"{won} of {len(transcripts)} episodes succeeded; open {paths['html']} in a browser ({paths['text']} as text)"
+    )
+    return paths
+
+
 def tune(args: TuneArgs) -> Path:
     from sacglam.experiments.results import plot_experiment
     from sacglam.experiments.tune_runner import experiment_storage, run_grid
@@ -313,6 +354,7 @@ COMMANDS = {
     "demo": (DemoArgs, demo),
     "evaluate": (EvalConfig, evaluate),
     "export": (ExportArgs, export),
+    "watch": (WatchArgs, watch),
     "train": (TrainConfig, train),
     "tune": (TuneArgs, tune),
     "plot": (PlotArgs, plot),

@@ -138,3 +138,36 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     main(["evaluate", "--run", str(cfg.output_dir), "--episodes", "8", "--output", str(output), "--no-progress"])
     again = json.loads(output.read_text())
     assert "run_own_evaluation" not in again  # other episodes: nothing to compare with
+
+
+def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probability_and_q(tmp_path, capsys):
+    from html.parser import HTMLParser
+
+    cfg = trained_run(tmp_path, "run", AgentConfig(model="tiny-causal", lora_r=8, critic="action"))
+    main(["watch", str(cfg.output_dir), "--episodes", "3", "--mode", "sampled"])
+    out = cfg.output_dir / "transcripts"
+    assert "of 3 episodes succeeded" in capsys.readouterr().out
+    episodes = json.loads((out / "transcripts.json").read_text())
+    assert len(episodes) == 3 and len({e["goal_type"] for e in episodes}) == 2  # goal types in turn
+    for episode in episodes:
+        assert 1 <= len(episode["steps"]) <= 8
+        for step in episode["steps"]:
+            assert abs(sum(step["probabilities"]) - 1) < 1e-5 and step["action"] in step["candidates"]
+            assert len(step["values"]) == len(step["candidates"])  # Q per candidate: an action critic
+            assert step["observation"].startswith(f"Goal: {episode['goal']}")
+    text = (out / "transcripts.txt").read_text()
+    first = episodes[0]["steps"][0]
+    assert f"-> {first['probabilities'][first['candidates'].index(first['action'])]:6.3f}" in text
+
+    class Tables(HTMLParser):
+        tables, taken, open_tags = 0, 0, []
+
+        def handle_starttag(self, tag, attrs):
+            self.tables += tag == "table"
+            self.taken += tag == "tr" and ("class", "taken") in attrs
+
+    page = Tables()
+    page.feed((out / "transcripts.html").read_text())
+    steps = sum(len(e["steps"]) for e in episodes)
+    assert page.tables == steps and page.taken == steps  # one table per step, the action taken marked
+    assert "<script" not in (out / "transcripts.html").read_text()  # opens without a server or scripts
