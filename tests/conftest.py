@@ -27,7 +27,8 @@ RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_
 # hands out the long ones first and the workers finish together; unlisted groups: 0.
 GROUP_SECONDS = {"ray": 700, "test_sanity.py": 300, "test_sac_training.py": 250, "test_compilation.py": 150,
                  "test_textworld.py": 90, "test_exploration.py": 90, "test_gpu_check.py": 60,
-                 "test_embedded_model.py": 50, "test_smollm2_study.py": 40, "test_docs.py": 40}  # fmt: skip
+                 "test_smollm2_gpu.py": 80, "test_embedded_model.py": 50, "test_smollm2_study.py": 40, "test_docs.py": 40,
+                 "test_export.py": 30}  # fmt: skip
 
 
 def test_group(path: str) -> str:
