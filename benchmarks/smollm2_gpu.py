@@ -54,6 +54,8 @@ class Prepare:
     first: Path = FIRST
     second: Path = SECOND
     max_part_mb: float = 49.5
+    arch: bool = True
+    """Also copy the architecture's config and tokenizer (what the smoke run needs)."""
 
 
 @dataclass(frozen=True)
@@ -119,11 +121,12 @@ def prepare(args: Prepare) -> None:
     manifest = json.loads(manifests[0].read_text())
     if len(manifest["parts"]) != 2:
         raise SystemExit(f"{gguf_name} makes {len(manifest['parts'])} parts of at most {limit} bytes; two are carried")
-    source = embedded_model_dir("smollm2-135m")
-    (args.first / "arch").mkdir(parents=True, exist_ok=True)
-    for name in ARCH_FILES:
-        if (source / name).exists():
-            shutil.copy(source / name, args.first / "arch" / name)
+    if args.arch:  # from the converted model (the GGUF is converted once if the cache has no copy)
+        source = embedded_model_dir("smollm2-135m")
+        (args.first / "arch").mkdir(parents=True, exist_ok=True)
+        for name in ARCH_FILES:
+            if (source / name).exists():
+                shutil.copy(source / name, args.first / "arch" / name)
     for part in manifest["parts"]:
         print(f"{part['name']}: {part['size'] / 1e6:.1f} MB, sha256 {part['sha256']}")
     print(f"{gguf_name}: {manifest['size'] / 1e6:.1f} MB, sha256 {manifest['sha256']}; manifests {manifests}")

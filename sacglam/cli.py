@@ -76,26 +76,33 @@ def policy_label(name: str, cfg: EvalConfig) -> str:
 def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     """`sacglam evaluate --run DIR`: the run's trained agent, sampled and greedy, on the run's own
     evaluation episodes (or `--env.*`, `--episodes`), next to random play and the expert."""
-    from sacglam.evaluation import EVAL_SEED_OFFSET, OVERALL, summarize_evaluation, training_evaluation
+    from sacglam.evaluation import (
+        EVAL_SEED_OFFSET,
+        OVERALL,
+        summarize_evaluation,
+        training_evaluation,
+    )
     from sacglam.export import _last_evaluation, load_run_agent
     from sacglam.models.policy import run_agent_part
 
     assert cfg.run is not None
+    _check_output(cfg.output)
     run_cfg, agent, env_steps = load_run_agent(cfg.run)
     changes: dict[str, Any] = {"eval_modes": ("sampled", "greedy")}
     if cfg.env_given:
-        changes["env"] = cfg.env
+        changes["env"] = cfg.env  # the run's environment with the --env.* flags applied (`parse`)
     if cfg.run_episodes is not None:
         changes["eval_episodes"] = cfg.run_episodes
-    same_episodes = not cfg.env_given and cfg.run_episodes is None
+    elif run_cfg.eval_episodes == 0:  # a run that never evaluated: --episodes' default
+        changes["eval_episodes"] = cfg.episodes
+    same_episodes = not cfg.env_given and "eval_episodes" not in changes
     run_cfg = replace(run_cfg, **changes)
     parts = training_evaluation(run_cfg)  # the run's own parts: episodes and sampling seeds
     trained = [run_agent_part(agent, part) for part in parts]
     figures = summarize_evaluation(parts, trained)
     seed = run_cfg.seed + EVAL_SEED_OFFSET
     rows: dict[str, dict[str, dict[str, float]]] = {}
-    envs = (run_cfg.env, run_cfg.env.held_out) if run_cfg.env.has_held_out else (run_cfg.env,)
-    for env_cfg in envs:
+    for env_cfg in dict.fromkeys(part.env for part in parts):  # train goals, and held-out ones if the run had them
         for mode in ("sampled", "greedy"):
             mine = [r for part, rs in zip(parts, trained) if part.env == env_cfg and part.mode == mode for r in rs]
             rows[f"{env_cfg.goals} / trained {mode}"] = success_by_goal_type(mine, env_cfg)
@@ -110,17 +117,27 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     report: dict[str, Any] = {"run": cfg.run, "env_steps": env_steps, "evaluation": figures, "table": rows}
     if same_episodes:
         own = _last_evaluation(cfg.run)
-        if own.get("env_steps") == env_steps:
+        shared = [k for k, v in figures.items() if k.endswith(f"/{OVERALL}") and k in own]
+        if own.get("env_steps") == env_steps and shared:  # the modes the run evaluated in
             report["run_own_evaluation"] = own
-            matches = all(own.get(k) == v for k, v in figures.items() if k.endswith(f"/{OVERALL}"))
-            print(
-                f"the run's own evaluation at {env_steps} env steps: {'the same figures' if matches else 'DIFFERENT figures'}"
-            )
+            same = all(own[k] == figures[k] for k in shared)
+            print(f"the run's own evaluation at {env_steps} env steps: {'the same' if same else 'DIFFERENT'} figures")
     if cfg.output is not None:
-        cfg.output.parent.mkdir(parents=True, exist_ok=True)
         cfg.output.write_text(json.dumps(report, indent=2, default=str))
         print(f"wrote {cfg.output}")
     return report
+
+
+def _check_output(output: Path | None) -> None:
+    """A bad --output fails before an evaluation runs, so no result is lost to it."""
+    if output is None:
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputPathError(f"cannot write {output} ({error.strerror}): choose another --output") from error
+    if output.is_dir():
+        raise OutputPathError(f"{output} is a directory: --output takes a file name, e.g. {output / 'evaluation.json'}")
 
 
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
@@ -128,15 +145,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     success table (and write it as JSON when `cfg.output` is set)."""
     if cfg.run is not None:
         return evaluate_run(cfg)
-    if cfg.output is not None:  # checked before the evaluation runs, so no result is lost to a bad path
-        try:
-            cfg.output.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
-        if cfg.output.is_dir():
-            raise OutputPathError(
-                f"{cfg.output} is a directory: --output takes a file name, e.g. {cfg.output / 'evaluation.json'}"
-            )
+    _check_output(cfg.output)
     environments = cfg.environments()
     for label, env in environments:  # an expert asked for by name must exist: say so before anything runs
         if "expert" in cfg.policies and not env.spec().has_expert:
@@ -307,7 +316,9 @@ def watch(args: WatchArgs) -> dict[str, Any]:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     cfg, agent, env_steps = load_run_agent(args.run)
-    env = cfg.env.held_out if args.held_out and cfg.env.has_held_out else cfg.env
+    if args.held_out and not cfg.env.has_held_out:
+        raise UsageError(f"the run's environment ({cfg.env.name}) has no held-out goal set: drop --held-out")
+    env = cfg.env.held_out if args.held_out else cfg.env
     seed = cfg.seed + EVAL_SEED_OFFSET
     specs = episode_specs(env, args.episodes, seed)
     transcripts = record_episodes(agent, env, specs, greedy=args.mode == "greedy", seed=seed)
@@ -397,6 +408,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         del rest[at : at + 2]
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
+    if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
+        default = _run_environment(rest, default)  # --env.* flags change the run's environment, not the default one
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
     parsed = _one_line_errors(
@@ -486,6 +499,21 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
             message.append(row)
         text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
         raise UsageError(f"{text} (`{command} --help` lists every option)") from None
+
+
+def _run_environment(flags: list[str], default: Any) -> EvalConfig:
+    """`evaluate --run DIR`: DIR's environment as the default, so that `--env.*` flags change it."""
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+
+    at = next(i for i, f in enumerate(flags) if f == "--run" or f.startswith("--run="))
+    run_dir = flags[at].split("=", 1)[1] if "=" in flags[at] else (flags[at + 1] if at + 1 < len(flags) else "")
+    base = default if isinstance(default, EvalConfig) else EvalConfig()
+    try:
+        data = json.loads((StoragePath(run_dir) / "config.json").read_text())
+    except (*STORAGE_ERRORS, json.JSONDecodeError, ValueError):
+        return base  # the evaluation says what is wrong with the run directory, in one line
+    run = from_dict(TrainConfig, data, where=f"{run_dir}/config.json")
+    return replace(base, env=run.env)
 
 
 def evaluation_of_run(path: str) -> EvalConfig | None:

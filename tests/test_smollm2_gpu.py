@@ -25,11 +25,10 @@ def test_prepare_splits_the_gguf_into_two_parts_under_50_mb_that_join_to_the_sam
 
     script = load_benchmark("smollm2_gpu")
     first, second = tmp_path / "first", tmp_path / "second"
-    script.prepare(script.Prepare(first=first, second=second))
+    script.prepare(script.Prepare(first=first, second=second, arch=False))  # the arch files: test_gpu_check's
     manifest = json.loads((first / manifest_name(script.GGUF_NAME)).read_text())
     assert [p["size"] < 50e6 for p in manifest["parts"]] == [True, True]
     assert len(list(first.glob("*.part*of2"))) == len(list(second.glob("*.part*of2"))) == 1
-    assert {p.name for p in (first / "arch").iterdir()} >= {"config.json", "tokenizer.json"}
     joined = join_parts(first / manifest_name(script.GGUF_NAME), tmp_path / "joined.gguf", search=[second])
     assert sha256_of(joined) == manifest["sha256"] and joined.stat().st_size == manifest["size"]
 

@@ -2,6 +2,8 @@
 on the whole data, the heads against a plain reference in float64, when statistics move, and
 that they travel with the weights (checkpoints, broadcasts) and through a SAC learner."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -174,40 +176,58 @@ def test_a_sac_update_accumulates_the_current_states_candidates_only():
     assert torch.equal(restored.agent.critic.input_norm.mean, norm.mean)
 
 
-def _rank_statistics(rank: int, port: int, batches: list, out) -> None:
-    import torch.distributed as dist
+class ThreadGroup:
+    """torch.distributed's all_reduce (sum) between ranks running in threads of this process, with a
+    barrier that times out instead of hanging: what `RunningStandardiser.update` calls."""
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    try:
-        norm = RunningStandardiser(6)
-        norm.learning = True
-        for pair in batches:  # each update: rank r takes its own share
-            norm(torch.from_numpy(pair[rank]).requires_grad_())
-        out.put((rank, norm.mean.numpy().copy(), norm.var.numpy().copy(), float(norm.count)))
-    finally:
-        dist.destroy_process_group()
+    def __init__(self, world: int):
+        self.world, self.barrier = world, threading.Barrier(world, timeout=60)
+        self.rank = threading.local()
+        self.slots: list = [None] * world
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def get_world_size(self) -> int:
+        return self.world
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        self.slots[self.rank.value] = tensor.clone()
+        self.barrier.wait()
+        total = sum(self.slots)
+        self.barrier.wait()
+        tensor.copy_(total)
 
 
-def test_data_parallel_learners_merge_every_ranks_rows_and_keep_identical_statistics():
-    from multiprocessing import get_context
-
-    from sacglam.learner.distributed import free_port
+def test_data_parallel_learners_merge_every_ranks_rows_and_keep_identical_statistics(monkeypatch):
+    import sacglam.models.standardise as standardise
 
     # unequal shares, one of them empty: the merge weights rows, not ranks, and an empty rank
     # still takes part in the collectives
     shares = [feature_batches(seed=10, sizes=(5, 9)), feature_batches(seed=11, sizes=(2, 0))]
-    batches = [(shares[0][k], shares[1][k]) for k in range(2)]
-    context = get_context("spawn")
-    out = context.Queue()
-    port = free_port()
-    workers = [context.Process(target=_rank_statistics, args=(r, port, batches, out)) for r in range(2)]
-    for w in workers:
-        w.start()
-    results = sorted(out.get(timeout=120) for _ in workers)
-    for w in workers:
-        w.join(timeout=60)
+    group = ThreadGroup(2)
+    monkeypatch.setattr(standardise, "dist", group)
+    results: dict[int, tuple] = {}
+
+    def rank(r: int) -> None:
+        group.rank.value = r
+        norm = RunningStandardiser(6)
+        norm.learning = True
+        for batch in shares[r]:  # each update: rank r takes its own share
+            norm(torch.from_numpy(batch).requires_grad_())
+        results[r] = (norm.mean.numpy().copy(), norm.var.numpy().copy(), float(norm.count))
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
     seen = np.concatenate(shares[0] + shares[1])
-    for _, mean, var, count in results:
+    assert sorted(results) == [0, 1]
+    for mean, var, count in results.values():
         assert count == len(seen)
         np.testing.assert_allclose(mean, seen.mean(0), rtol=1e-12)
         np.testing.assert_allclose(var, seen.var(0), rtol=1e-9, atol=1e-15)
