@@ -13,6 +13,11 @@ TORCH_CPU ?= torch==2.13.0
 # No byte-compiling at install: pip would compile every module of every package (torch's, Ray's,
 # their tests); Python compiles what is imported, once, on first use.
 PIP_FLAGS ?= --no-compile
+# ...which needs Python to write what it compiled. With PYTHONDONTWRITEBYTECODE set (as in many
+# container images, and on this project's machines) every process (each test worker, Ray actor and
+# subprocess) compiled torch, transformers and Ray from source again: about a third of the test
+# suite's CPU time (docs/testing.md, "The suite's time"). The venv's files are the project's own.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-fast check lint types bench clean
 

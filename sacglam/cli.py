@@ -236,6 +236,15 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         (local / "config.json").write_bytes((storage / "config.json").read_bytes())
     print(before_and_after(local))
     report = write_report(local)
+    if cfg.report_transcripts and cfg.eval_episodes:
+        # the final evaluation's first episodes (its episodes and seeds: `watch`), read as text
+        paths = record_transcripts(str(run_dir), cfg.report_transcripts, "greedy", False, local / "transcripts")
+        with report.open("a") as f:
+            f.write(
+                f"\nTranscripts of {paths['episodes']} of the final evaluation's episodes (train goals, greedy; "
+                f"{paths['successes']} succeeded): [page](transcripts/{paths['html'].name}), "
+                f"[text](transcripts/{paths['text'].name}) (`sacglam watch` records more).\n"
+            )
     if not storage.is_local:
         upload_dir(local, storage)
         report = storage / report.name  # type: ignore[assignment]
@@ -297,7 +306,7 @@ class WatchArgs:
     and as an HTML page a browser opens (docs/export.md)."""
 
     run: tyro.conf.Positional[str]
-    """The run directory (a path or URI) written by `sacglam train`."""
+    """The run directory (a path or URI) written by `sacglam train`, or an export folder (`sacglam export`)."""
     episodes: int = 4
     """Episodes to record: the first of the run's evaluation episodes (goal types in turn)."""
     mode: Literal["greedy", "sampled"] = "greedy"
@@ -309,28 +318,35 @@ class WatchArgs:
 
 
 def watch(args: WatchArgs) -> dict[str, Any]:
+    if args.episodes < 1:
+        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
+    local = "://" not in args.run
+    out = args.out or (Path(args.run) / "transcripts" if local else Path("transcripts"))
+    paths = record_transcripts(args.run, args.episodes, args.mode, args.held_out, out)
+    print(
+        f"{paths['successes']} of {paths['episodes']} episodes succeeded; open {paths['html']} in a browser "
+        f"({paths['text']} as text)"
+    )
+    return paths
+
+
+def record_transcripts(run: str, episodes: int, mode: str, held_out: bool, out: Path) -> dict[str, Any]:
+    """The first `episodes` of the run's evaluation episodes (its eval seed), played by its trained
+    agent (a run directory or an export folder) and written to `out` as text, JSON and HTML."""
     from sacglam.evaluation import EVAL_SEED_OFFSET
     from sacglam.export import load_run_agent
     from sacglam.transcripts import record_episodes, write_transcripts
 
-    if args.episodes < 1:
-        raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
-    cfg, agent, env_steps = load_run_agent(args.run)
-    if args.held_out and not cfg.env.has_held_out:
+    cfg, agent, env_steps = load_run_agent(run)
+    if held_out and not cfg.env.has_held_out:
         raise UsageError(f"the run's environment ({cfg.env.name}) has no held-out goal set: drop --held-out")
-    env = cfg.env.held_out if args.held_out else cfg.env
+    env = cfg.env.held_out if held_out else cfg.env
     seed = cfg.seed + EVAL_SEED_OFFSET
-    specs = episode_specs(env, args.episodes, seed)
-    transcripts = record_episodes(agent, env, specs, greedy=args.mode == "greedy", seed=seed)
-    local = "://" not in args.run
-    out = args.out or (Path(args.run) / "transcripts" if local else Path("transcripts"))
-    title = f"{cfg.algo} on {env.name} ({env.goals}), {cfg.agent.model}, {env_steps} env steps, {args.mode}"
+    specs = episode_specs(env, episodes, seed)
+    transcripts = record_episodes(agent, env, specs, greedy=mode == "greedy", seed=seed)
+    title = f"{cfg.algo} on {env.name} ({env.goals}), {cfg.agent.model}, {env_steps} env steps, {mode}"
     paths = write_transcripts(transcripts, out, title)
-    won = sum(t.success for t in transcripts)
-    print(
-        f"{won} of {len(transcripts)} episodes succeeded; open {paths['html']} in a browser ({paths['text']} as text)"
-    )
-    return paths
+    return {**paths, "episodes": len(transcripts), "successes": sum(t.success for t in transcripts)}
 
 
 def tune(args: TuneArgs) -> Path:
@@ -502,18 +518,15 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
 
 
 def _run_environment(flags: list[str], default: Any) -> EvalConfig:
-    """`evaluate --run DIR`: DIR's environment as the default, so that `--env.*` flags change it."""
-    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+    """`evaluate --run DIR`: DIR's environment as the default, so that `--env.*` flags change it
+    (DIR a run directory or an export folder)."""
+    from sacglam.export import run_config_of
 
     at = next(i for i, f in enumerate(flags) if f == "--run" or f.startswith("--run="))
     run_dir = flags[at].split("=", 1)[1] if "=" in flags[at] else (flags[at + 1] if at + 1 < len(flags) else "")
     base = default if isinstance(default, EvalConfig) else EvalConfig()
-    try:
-        data = json.loads((StoragePath(run_dir) / "config.json").read_text())
-    except (*STORAGE_ERRORS, json.JSONDecodeError, ValueError):
-        return base  # the evaluation says what is wrong with the run directory, in one line
-    run = from_dict(TrainConfig, data, where=f"{run_dir}/config.json")
-    return replace(base, env=run.env)
+    run = run_config_of(run_dir)
+    return base if run is None else replace(base, env=run.env)  # None: the evaluation says what is wrong
 
 
 def evaluation_of_run(path: str) -> EvalConfig | None:

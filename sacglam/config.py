@@ -541,8 +541,8 @@ class EvalConfig:
     agent: AgentConfig = AgentConfig(critic="none")
     """The LLM agent of the llm-* policies (zero-shot: no critic needed)."""
     run: str | None = None
-    """A run directory (path or URI) written by `sacglam train`: evaluate its trained agent (the
-    newest intact checkpoint), sampled and greedy, on the run's own evaluation episodes (its
+    """A run directory (path or URI) written by `sacglam train`, or a folder written by `sacglam
+    export`: evaluate its trained agent (the newest intact checkpoint), sampled and greedy, on the run's own evaluation episodes (its
     seed + 10,000 and its `eval_episodes`, unless `--episodes` or `--env.*` say otherwise), next
     to random play and the expert on the same episodes."""
     run_episodes: Annotated[int | None, tyro.conf.Suppress] = None
@@ -768,6 +768,10 @@ class TrainConfig:
     both. Each mode's episodes and sampling seeds are the same whichever others run."""
     eval_held_out: bool = True
     """Evaluate on the held-out goal set too (when the environment has one)."""
+    report_transcripts: int = 3
+    """`sacglam train` records this many of the final evaluation's episodes (the first ones, train
+    goals, greedy) as transcripts in <output_dir>/transcripts/ and links them from report.md, as
+    `sacglam watch` would; 0: none."""
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
     warm_start_steps: int | None = None
@@ -850,6 +854,8 @@ class TrainConfig:
             object.__setattr__(self, "warm_start_steps", steps)
         elif self.warm_start_steps < 0:
             raise ValueError(f"warm_start_steps must be >= 0 (0: no warm start), got {self.warm_start_steps}")
+        if self.report_transcripts < 0:
+            raise ValueError(f"report_transcripts must be >= 0 (0: none), got {self.report_transcripts}")
         if self.warm_start_target_kl is not None and not self.warm_start_target_kl > 0:
             raise ValueError(
                 f"warm_start_target_kl must be > 0 nats (or null for a fixed number of steps), got {self.warm_start_target_kl}"

@@ -89,8 +89,11 @@ def _base_location(path: str) -> str:
 
 
 def _last_evaluation(run_dir: str) -> dict[str, float]:
+    from sacglam.models.exported import export_settings, is_export
     from sacglam.runtime.storage import StoragePath
 
+    if is_export(run_dir):
+        return dict(export_settings(run_dir)["last_evaluation"])
     path = StoragePath(run_dir) / "metrics.jsonl"
     last: dict[str, float] = {}
     if path.is_file():
@@ -101,14 +104,40 @@ def _last_evaluation(run_dir: str) -> dict[str, float]:
     return last
 
 
+def run_config_of(path: str):
+    """The run config of a run directory (its config.json) or of an export folder (the copy in
+    its sacglam.json); None when neither can be read (the command using it says why, in one line)."""
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.models.exported import SETTINGS_FILE, export_settings, is_export
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+
+    try:
+        if is_export(path):
+            return from_dict(TrainConfig, export_settings(path)["run_config"], where=f"{path}/{SETTINGS_FILE}")
+        data = json.loads((StoragePath(path) / "config.json").read_text())
+    except (*STORAGE_ERRORS, json.JSONDecodeError, KeyError, ValueError):
+        return None
+    return from_dict(TrainConfig, data, where=f"{path}/config.json")
+
+
 def load_run_agent(run_dir: str):
     """(the run's config, its agent with the newest intact checkpoint's weights, in eval mode,
-    that checkpoint's env steps): what `sacglam evaluate --run` acts with. The agent is built as
-    the run built it (model, dtype, device `auto`), so its evaluation repeats the run's."""
+    that checkpoint's env steps): what `sacglam evaluate --run` and `sacglam watch` act with.
+    The agent is built as the run built it (model, dtype, device `auto`), so its evaluation
+    repeats the run's. `run_dir` may also be an export folder (`sacglam export`): its agent
+    (float32, CPU) and the run config the export copied."""
     import torch
 
     from sacglam.models import GLAMAgent
+    from sacglam.models.exported import export_settings, is_export
 
+    if is_export(run_dir):
+        settings = export_settings(run_dir)
+        cfg = run_config_of(run_dir)
+        if cfg is None:
+            raise ExportError(f"{run_dir}/sacglam.json has no run config (an older export): export the run again")
+        return cfg, GLAMAgent.from_export(run_dir), int(settings["env_steps"])
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     torch.manual_seed(cfg.seed)
     agent = GLAMAgent(dataclasses.replace(cfg.agent, compile=False)).eval()  # compiling pays off in training only
@@ -203,6 +232,11 @@ def export_run(run_dir: str, out: Path) -> Path:
         "checkpoint": checkpoint.name,
         "last_evaluation": _last_evaluation(run_dir),
         "critic": critic,
+        # the whole run config (where it was written: made public), so that `sacglam evaluate --run`
+        # and `sacglam watch` take an export as they take its run
+        "run_config": dataclasses.asdict(
+            dataclasses.replace(cfg, output_dir=_public(str(cfg.output_dir)), resume=None)
+        ),
     }
     (out / "sacglam.json").write_text(json.dumps(settings, indent=2, default=str))
     (out / "README.md").write_text(model_card(settings, _public(run_dir)))

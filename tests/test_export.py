@@ -115,12 +115,30 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
             got.action_log_likelihood[0, : len(candidates)], torch.tensor(want), atol=1e-5, rtol=0
         )
 
+    # sacglam's own way back in: GLAMAgent.from_export gives the run's agent, policy and critic
+    loaded = GLAMAgent.from_export(str(out))
+    observations, candidate_lists = zip(*states())
+    with torch.no_grad():
+        want_out = reference(reference.encode(list(observations), list(candidate_lists)))
+        got_out = loaded(loaded.encode(list(observations), list(candidate_lists)))
+    torch.testing.assert_close(got_out.log_pi, want_out.log_pi, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got_out.q, want_out.q, atol=1e-6, rtol=0)
+
     from safetensors.torch import load_file
 
     critic = load_file(out / "critic.safetensors")
     described = json.loads((out / "critic.json").read_text())
     assert described["kind"] == "action" and described["width"] == 32
     assert torch.equal(critic["nets.0.0.weight"], reference.critic.nets[0][0].weight.detach())
+
+
+def test_an_export_folder_without_its_weights_fails_in_one_line(tmp_path, capsys):
+    (tmp_path / "sacglam.json").write_text(json.dumps({"weights": "adapter", "agent": {}}))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["watch", str(tmp_path)])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err.strip()
+    assert "\n" not in message and "lacks its weights folder ('adapter'" in message
 
 
 def test_a_folder_that_is_not_a_trained_run_fails_in_one_line(tmp_path, capsys):
@@ -153,6 +171,14 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     main(["evaluate", "--run", str(cfg.output_dir), "--episodes", "8", "--output", str(output), "--no-progress"])
     again = json.loads(output.read_text())
     assert "run_own_evaluation" not in again  # other episodes: nothing to compare with
+
+    # the run's export evaluates as the run does: same agent, same episodes, same figures
+    main(["export", str(cfg.output_dir), str(tmp_path / "export")])
+    capsys.readouterr()
+    main(["evaluate", "--run", str(tmp_path / "export"), "--output", str(output), "--no-progress"])
+    exported = json.loads(output.read_text())
+    assert exported["env_steps"] == report["env_steps"] and exported["evaluation"] == report["evaluation"]
+    assert exported["run_own_evaluation"] == own and "the same figures" in capsys.readouterr().out
 
 
 def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probability_and_q(tmp_path, capsys):

@@ -141,3 +141,29 @@ def test_the_registry_check_can_fail(logged_names):
         "loss/made_up",
     ]
     assert not _unregistered({"eval/simple-test/greedy/grow then grasp"}, patterns)
+
+
+def _dashboard_series() -> tuple[set[str], set[str]]:
+    """(the series names, the name regexes) the shipped Grafana dashboard's queries use."""
+    import json
+
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "sacglam-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    regexes = {m for e in exprs for m in re.findall(r'__name__=~"([^"]+)"', e)}
+    names = {m for e in exprs for m in re.findall(r"\bray_sacglam_[a-z0-9_]+\b", re.sub(r'"[^"]*"', "", e))}
+    return names, regexes
+
+
+def test_every_series_the_grafana_dashboard_graphs_is_one_a_run_exports(logged_names):
+    """Ray exports each gauge `sacglam_<name>` to Prometheus as `ray_sacglam_<name>`
+    (benchmarks/live_curves.py reads them from a real Prometheus): a panel whose series no run
+    exports would stay empty."""
+    from sacglam.pipeline.dashboard import metric_name
+
+    exported = {"ray_" + metric_name(n) for n in logged_names | static_names()} | {
+        f"ray_{n}" for n in RAY_ONLY if n.startswith("sacglam_")
+    }
+    names, regexes = _dashboard_series()
+    assert names and not names - exported, sorted(names - exported)
+    assert all(any(re.fullmatch(r, n) for n in exported) for r in regexes), regexes

@@ -47,3 +47,8 @@ def test_a_toy_environment_from_a_test_file_trains_through_sacglam_train(algo, t
     assert relabeled > 0.2 if algo == "sac-her" else relabeled == 0.0
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["env"]["name"] == "tests.test_env_protocol:Corridor" and saved["agent"]["tiny_vocabulary"]
+    # report.md links the final evaluation's first episodes, recorded as `sacglam watch` records them
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "[page](transcripts/transcripts.html)" in report
+    steps = json.loads((tmp_path / "run" / "transcripts" / "transcripts.json").read_text())
+    assert len(steps) == 3 and all(episode["steps"] for episode in steps)

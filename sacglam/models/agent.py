@@ -53,6 +53,14 @@ def candidate_prompt(observation: str, candidates: Sequence[str]) -> str:
 class GLAMAgent(nn.Module):
     """LLM policy + critic. `forward(batch)` takes the output of `encode(observations, candidates)`."""
 
+    @classmethod
+    def from_export(cls, directory: str, **agent_changes: object) -> GLAMAgent:
+        """The agent a `sacglam export` folder holds, in eval mode, on CPU in float32 unless
+        `agent_changes` say otherwise (`device="cuda"`): `sacglam.models.exported`."""
+        from sacglam.models.exported import load_exported_agent
+
+        return load_exported_agent(directory, **agent_changes)
+
     def __init__(self, config: AgentConfig, language_model: LanguageModel | None = None):
         super().__init__()
         self.config = config

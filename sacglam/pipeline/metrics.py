@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,27 @@ def metrics_listener(listener: Listener) -> Iterator[None]:
         _LISTENERS.remove(listener)
 
 
+TENSORBOARD_DIR = "tensorboard"
+
+
+def tensorboard_command(directory: str | Path) -> str:
+    """The command that serves the TensorBoard event files a `MetricsLogger` writes in
+    `directory` (live: TensorBoard re-reads them as the run appends): the `tensorboard` installed
+    beside this Python when there is one (`make` installs it in .venv), else the one on PATH."""
+    beside = Path(sys.executable).parent / "tensorboard"
+    program = _shortest(beside) if beside.exists() else "tensorboard"
+    return f"{program} --logdir {_shortest(Path(directory) / TENSORBOARD_DIR)}"
+
+
+def _shortest(path: Path) -> str:
+    """`path` relative to the working directory when it lies under it, else absolute."""
+    absolute = path.absolute()
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return os.fspath(absolute)
+
+
 class MetricsLogger:
     """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard.
 
@@ -51,7 +74,9 @@ class MetricsLogger:
         self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"
         self._columns: list[str] | None = None
-        self._tensorboard = SummaryWriter(str(self.directory / "tensorboard"))
+        # flushed every 2 s by the writer's thread: a TensorBoard reading the run live sees each record
+        # within seconds (tensorboardX's default is 2 minutes)
+        self._tensorboard = SummaryWriter(str(self.directory / TENSORBOARD_DIR), flush_secs=2)
 
     def log(self, env_steps: int, values: dict[str, Any]) -> None:
         record = {"env_steps": env_steps, **values}

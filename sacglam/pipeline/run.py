@@ -18,7 +18,7 @@ from sacglam.models.loading import bfloat16_on_cpu_warning, check_model
 from sacglam.models.warm_start import warm_start_warning
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
-from sacglam.pipeline.metrics import MetricsLogger
+from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
 from sacglam.report import METRICS_FILE
 from sacglam.run_directory import RunDirectoryError, create_run_directory, reachable_run_directory, write_run_config
 from sacglam.runtime.checkpoint import CheckpointStore
@@ -112,6 +112,7 @@ def run_pipeline(
                 warning = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent)
                 if warning:
                     announce(warning)
+        announce(f"curves, live: {tensorboard_command(local)}  (then open http://localhost:6006)")
         driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk, _progress_safe(announce), stop_when)
         final = driver.run()
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))

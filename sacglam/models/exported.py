@@ -1,0 +1,112 @@
+"""An agent back from an export folder (`sacglam export`): `GLAMAgent.from_export(directory)`.
+
+The folder's `sacglam.json` holds the agent's settings; its weights are either a whole model
+(`model/`, a run that trained every weight: loaded with `from_pretrained` and used as the agent's
+language model) or a PEFT adapter (`adapter/`: the base model is loaded by its name, as the run
+loaded it, and the adapter's tensors go into the agent's LoRA layers); the critic head and its
+input statistics come from `critic.safetensors`. Every tensor the export holds must land in the
+agent, and every trained tensor of the agent must come from the export: a mismatch is an error
+naming the keys, never a silently half-loaded agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sacglam.errors import UserInputError
+
+if TYPE_CHECKING:
+    from sacglam.models.agent import GLAMAgent
+
+SETTINGS_FILE = "sacglam.json"
+
+
+class ExportFolderError(UserInputError, ValueError):
+    """A folder that is not a complete `sacglam export`."""
+
+
+def is_export(directory: str | Path) -> bool:
+    """Whether `directory` (a local path) holds a `sacglam export` (its `sacglam.json`)."""
+    return "://" not in str(directory) and (Path(directory) / SETTINGS_FILE).is_file()
+
+
+def export_settings(directory: str | Path) -> dict[str, Any]:
+    """The export's `sacglam.json`, checked to name its weights folder and to have it."""
+    path = Path(directory) / SETTINGS_FILE
+    try:
+        settings = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ExportFolderError(
+            f"{directory} has no {SETTINGS_FILE}: give a folder written by `sacglam export`"
+        ) from None
+    except (OSError, json.JSONDecodeError) as error:
+        raise ExportFolderError(f"cannot read {path} ({error}): export the run again with `sacglam export`") from None
+    weights = Path(directory) / str(settings.get("weights", ""))
+    if settings.get("weights") not in ("adapter", "model") or not weights.is_dir():
+        raise ExportFolderError(
+            f"{directory} lacks its weights folder ({settings.get('weights')!r} named in {SETTINGS_FILE}): "
+            "export the run again with `sacglam export`"
+        )
+    return settings
+
+
+def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgent:
+    """The exported agent in eval mode. `agent_changes` replace agent settings that do not change
+    the weights (`device`, `dtype`, `compile`); by default the agent runs on CPU in float32, the
+    export's own precision."""
+    import torch
+    from safetensors.torch import load_file
+
+    from sacglam.config import AgentConfig
+    from sacglam.config_io import from_dict
+    from sacglam.models.agent import GLAMAgent
+    from sacglam.models.loading import LanguageModel
+
+    directory = Path(directory)
+    settings = export_settings(directory)
+    agent_fields = {f.name for f in dataclasses.fields(AgentConfig)}
+    saved = {k: v for k, v in settings["agent"].items() if k in agent_fields}
+    config = from_dict(AgentConfig, saved, where=str(directory / SETTINGS_FILE))
+    changes: dict[str, Any] = {"device": "cpu", "dtype": "float32", "compile": False, "load_in_4bit": False}
+    changes |= agent_changes
+    config = dataclasses.replace(config, **changes)
+    weights = directory / settings["weights"]
+    language_model = None
+    if settings["weights"] == "model":
+        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+        kind = settings["base_model"]["kind"]
+        auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
+        model = auto.from_pretrained(weights, dtype=getattr(torch, config.resolved_dtype))
+        language_model = LanguageModel(model, AutoTokenizer.from_pretrained(weights), kind, config.model)
+    agent = GLAMAgent(config, language_model=language_model)
+    if settings["weights"] == "adapter":
+        _load_adapter(agent, weights / "adapter_model.safetensors")
+    critic_file = directory / "critic.safetensors"
+    if agent.critic is not None:
+        if not critic_file.is_file():
+            raise ExportFolderError(f"{directory} has no critic.safetensors, which its agent settings need")
+        missing, unexpected = agent.critic.load_state_dict(load_file(critic_file), strict=False)
+        if missing or unexpected:
+            raise ExportFolderError(f"{critic_file} does not fit the agent: missing {missing}, unexpected {unexpected}")
+    return agent.eval()
+
+
+def _load_adapter(agent: GLAMAgent, path: Path) -> None:
+    """The adapter's tensors into the agent's LoRA layers, every one of them."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise ExportFolderError(f"{path} is missing: export the run again with `sacglam export`")
+    result = set_peft_model_state_dict(agent.llm, load_file(path))
+    lora = [name for name, p in agent.llm.named_parameters() if "lora_" in name and p.requires_grad]
+    unexpected = list(getattr(result, "unexpected_keys", []))
+    missing = [k for k in getattr(result, "missing_keys", []) if "lora_" in k]
+    if unexpected or missing or not lora:
+        raise ExportFolderError(
+            f"{path} does not fit the agent's LoRA layers: unexpected {unexpected[:5]}, missing {missing[:5]}"
+        )

@@ -1,0 +1,70 @@
+"""Live curves: the TensorBoard a run announces (the package `make` installs) serves the event
+files the run's `MetricsLogger` writes, with the logged values, and picks up what the run appends
+while it runs. (The page itself in headless Chromium, and Prometheus: `benchmarks/live_curves.py`.)"""
+
+import json
+import shlex
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from sacglam.learner.distributed import free_port
+from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
+
+TAG = "eval/simple-train/sampled/all"
+
+
+def _served(url: str, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of `tag` as TensorBoard's scalars API serves it; [] until it has read them."""
+    query = urllib.parse.urlencode({"run": ".", "tag": tag})
+    try:
+        with urllib.request.urlopen(f"{url}/data/plugin/scalars/scalars?{query}", timeout=5) as response:
+            return [(step, value) for _, step, value in json.loads(response.read())]
+    except (OSError, ValueError):  # not up yet, or the tag not read yet (400)
+        return []
+
+
+def _wait_for(url: str, tag: str, wanted: list[tuple[int, float]], seconds: float = 60) -> list[tuple[int, float]]:
+    deadline, served = time.time() + seconds, []
+    while time.time() < deadline:
+        served = _served(url, tag)
+        if served == wanted:
+            break
+        time.sleep(0.5)
+    return served
+
+
+def test_the_announced_tensorboard_serves_the_logged_values_and_what_the_run_appends(tmp_path):
+    logger = MetricsLogger(tmp_path)
+    logger.log(0, {TAG: 0.25, "train/success": 0.125, "note": "not a number: not a scalar"})
+    command = tensorboard_command(tmp_path)
+    assert command.endswith(f"--logdir {tmp_path / 'tensorboard'}")
+    port = free_port()
+    server = subprocess.Popen(
+        shlex.split(command) + ["--host", "127.0.0.1", "--port", str(port), "--reload_interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert _wait_for(url, TAG, [(0, 0.25)]) == [(0, 0.25)], server.poll() is not None and server.stderr.read()
+        logger.log(128, {TAG: 0.5})  # the run goes on: TensorBoard re-reads the growing file
+        assert _wait_for(url, TAG, [(0, 0.25), (128, 0.5)]) == [(0, 0.25), (128, 0.5)]
+        assert _served(url, "train/success") == [(0, 0.125)]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        logger.close()
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_the_command_names_the_run_folder_relative_when_it_can(tmp_path, monkeypatch, inside):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path if inside else elsewhere)  # the run folder under it, or beside it
+    command = tensorboard_command(tmp_path / "run")
+    assert command.split()[-1] == ("run/tensorboard" if inside else str(tmp_path / "run" / "tensorboard"))
