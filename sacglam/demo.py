@@ -102,6 +102,12 @@ def write_demo_report(directory: Path, phases: list[tuple[str, TrainConfig]], se
     for name, cfg in phases:
         lines += [f"## {name} ({seconds[name] / 60:.1f} min)", ""]
         lines += report_lines(Path(cfg.output_dir), image=f"{name}/curves.png")
+        if (Path(cfg.output_dir) / "transcripts" / "transcripts.html").exists():  # `sacglam train` recorded them
+            lines += [
+                f"Transcripts of the final evaluation's first {cfg.report_transcripts} episodes (greedy), step by step: "
+                f"[page]({name}/transcripts/transcripts.html), [text]({name}/transcripts/transcripts.txt).",
+                "",
+            ]
     directory.mkdir(parents=True, exist_ok=True)
     report = directory / "report.md"
     report.write_text("\n".join(lines))

@@ -49,6 +49,9 @@ def test_demo_runs_every_phase_and_writes_one_report_with_curves(tmp_path, capsy
     assert "## first" in report and "## second" in report and "Learning curve" in report
     assert "![curves](first/curves.png)" in report and (tmp_path / "demo" / "first" / "curves.png").exists()
     assert (tmp_path / "demo" / "second" / "metrics.jsonl").exists()
+    assert "[page](first/transcripts/transcripts.html)" in report  # the phase that evaluated, not the other
+    assert (tmp_path / "demo" / "first" / "transcripts" / "transcripts.html").exists()
+    assert not (tmp_path / "demo" / "second" / "transcripts").exists()
 
 
 def test_a_bad_later_phase_or_an_earlier_demo_fails_before_anything_runs(tmp_path, capsys):
