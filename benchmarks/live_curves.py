@@ -101,7 +101,12 @@ def logged(run_dir: Path, name: str) -> list[tuple[int, float]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:  # the line the run is writing right now
+            continue
     return [(r["env_steps"], r[name]) for r in rows if name in r]
 
 
@@ -168,17 +173,21 @@ def check_tensorboard(base: str, command: str, run_dir: Path, run: subprocess.Po
     }
 
 
-def ray_session() -> Path | None:
+def ray_session(after: float) -> Path | None:
+    """The newest Ray session's folder, if it began after `after` (not an earlier cluster's)."""
     latest = Path(tempfile.gettempdir()) / "ray" / "session_latest"
-    return latest.resolve() if latest.exists() else None
+    if not latest.exists():
+        return None
+    session = latest.resolve()
+    return session if session.stat().st_mtime >= after else None
 
 
-def start_prometheus(run: subprocess.Popen) -> tuple[subprocess.Popen, str, list[str], Path] | None:
+def start_prometheus(run: subprocess.Popen, started: float) -> tuple[subprocess.Popen, str, list[str], Path] | None:
     """Prometheus on Ray's own configuration for the run's session (None: no prometheus binary)."""
     binary = shutil.which("prometheus")
     if binary is None:
         return None
-    session = wait_until(ray_session, 120, "the run's Ray session", run=run)
+    session = wait_until(lambda: ray_session(after=started - 1), 120, "the run's Ray session", run=run)
     config = session / "metrics" / "prometheus" / "prometheus.yml"
     wait_until(config.exists, 120, f"Ray to write {config}", run=run)
     port, storage = free_port(), Path(tempfile.mkdtemp(prefix="prometheus-"))
@@ -236,7 +245,7 @@ def main() -> None:
     try:
         tensorboard_server, tensorboard_url, command = start_tensorboard(run, log)
         servers.append(tensorboard_server)
-        started_prometheus = start_prometheus(run)
+        started_prometheus = start_prometheus(run, started)
         if started_prometheus is not None:
             servers.append(started_prometheus[0])
         wait_until(
@@ -279,11 +288,19 @@ def main() -> None:
     print(f"| run exit code | {run.returncode} |\n| seconds | {result['seconds']} |")
     shutil.rmtree(work, ignore_errors=True)
     failed = not (
-        tensorboard["served_equal_logged"]
+        tensorboard["run_running_when_opened"]
+        and tensorboard["served_equal_logged"]
         and tensorboard["page_names_the_series"]
         and tensorboard["page_shows_the_last_value"]
         and tensorboard["longest_path_points"] >= 2
     )
+    if "skipped" not in prometheus:
+        failed = failed or not (
+            prometheus["run_running_when_scraped"]
+            and prometheus["value_is_a_logged_one"]
+            and prometheus["page_names_the_series"]
+            and prometheus["sacglam_series"] > 0
+        )
     sys.exit(1 if failed or run.returncode else 0)
 
 

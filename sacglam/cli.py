@@ -236,15 +236,21 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         (local / "config.json").write_bytes((storage / "config.json").read_bytes())
     print(before_and_after(local))
     report = write_report(local)
-    if cfg.report_transcripts and cfg.eval_episodes:
-        # the final evaluation's first episodes (its episodes and seeds: `watch`), read as text
-        paths = record_transcripts(str(run_dir), cfg.report_transcripts, "greedy", False, local / "transcripts")
-        with report.open("a") as f:
-            f.write(
-                f"\nTranscripts of {paths['episodes']} of the final evaluation's episodes (train goals, greedy; "
-                f"{paths['successes']} succeeded): [page](transcripts/{paths['html'].name}), "
-                f"[text](transcripts/{paths['text'].name}) (`sacglam watch` records more).\n"
-            )
+    episodes = min(cfg.report_transcripts, cfg.eval_episodes)
+    if episodes:
+        # the final evaluation's first episodes (its episodes and seeds: `watch`), read as text. The
+        # run is done and saved whatever happens here: a failure is a note, never a failed run.
+        try:
+            paths = record_transcripts(str(run_dir), episodes, "greedy", False, local / "transcripts")
+        except Exception as error:  # any error: the training and its checkpoints are already safe
+            print(f"note: no transcripts in the report ({type(error).__name__}: {' '.join(str(error).split())[:200]})")
+        else:
+            with report.open("a") as f:
+                f.write(
+                    f"\nTranscripts of the final evaluation's first {paths['episodes']} episodes (train goals, "
+                    f"greedy; {paths['successes']} succeeded): [page](transcripts/{paths['html'].name}), "
+                    f"[text](transcripts/{paths['text'].name}) (`sacglam watch` records more).\n"
+                )
     if not storage.is_local:
         upload_dir(local, storage)
         report = storage / report.name  # type: ignore[assignment]

@@ -811,15 +811,17 @@ class TrainConfig:
         existed is read with what that run used, so a resumed run goes on as it began: before
         `warm_start_objective`, the likelihood warm start; before `warm_start_target_kl`, a fixed
         number of warm-start steps; before `agent.end_of_action`, no end-of-action token; before
-        `agent.critic_input_norm`, the raw features; before `time_limit_s`, no limit."""
+        `agent.critic_input_norm`, the raw features; before `time_limit_s`, no limit; before
+        `report_transcripts`, no transcripts."""
         import dataclasses
 
         data = dict(data)
-        added_later = {"warm_start_objective", "warm_start_target_kl", "time_limit_s"}
+        added_later = {"warm_start_objective", "warm_start_target_kl", "time_limit_s", "report_transcripts"}
         others = {f.name for f in dataclasses.fields(TrainConfig)} - added_later
         if others <= set(data):  # a full dump: fields it lacks did not exist when it was written
             data.setdefault("warm_start_objective", "likelihood")
             data.setdefault("warm_start_target_kl", None)  # a fixed number of steps
+            data.setdefault("report_transcripts", 0)
             if isinstance(data.get("agent"), dict):
                 data["agent"] = {"end_of_action": False, "lora_r": 16, "critic_input_norm": "none"} | data["agent"]
         return data

@@ -104,7 +104,7 @@ def write_demo_report(directory: Path, phases: list[tuple[str, TrainConfig]], se
         lines += report_lines(Path(cfg.output_dir), image=f"{name}/curves.png")
         if (Path(cfg.output_dir) / "transcripts" / "transcripts.html").exists():  # `sacglam train` recorded them
             lines += [
-                f"Transcripts of the final evaluation's first {cfg.report_transcripts} episodes (greedy), step by step: "
+                "Transcripts of the final evaluation's first episodes (greedy), step by step: "
                 f"[page]({name}/transcripts/transcripts.html), [text]({name}/transcripts/transcripts.txt).",
                 "",
             ]

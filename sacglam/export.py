@@ -133,10 +133,13 @@ def load_run_agent(run_dir: str):
     from sacglam.models.exported import export_settings, is_export
 
     if is_export(run_dir):
+        from sacglam.config import TrainConfig
+        from sacglam.config_io import from_dict
+
         settings = export_settings(run_dir)
-        cfg = run_config_of(run_dir)
-        if cfg is None:
+        if not isinstance(settings.get("run_config"), dict):
             raise ExportError(f"{run_dir}/sacglam.json has no run config (an older export): export the run again")
+        cfg = from_dict(TrainConfig, settings["run_config"], where=f"{run_dir}/sacglam.json run_config")
         return cfg, GLAMAgent.from_export(run_dir), int(settings["env_steps"])
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     torch.manual_seed(cfg.seed)

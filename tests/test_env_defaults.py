@@ -170,7 +170,7 @@ def test_a_run_written_before_the_objective_existed_resumes_with_the_likelihood_
     from sacglam.config_io import from_dict
 
     saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(warm_start_steps=300))))
-    del saved["warm_start_objective"]
+    del saved["warm_start_objective"], saved["report_transcripts"]
     assert from_dict(TrainConfig, saved).warm_start_objective == "likelihood"
     assert from_dict(TrainConfig, {"warm_start_steps": 300}).warm_start_objective == "uniform"  # a new file
 
@@ -185,7 +185,7 @@ def test_a_run_written_before_the_end_token_and_the_target_resumes_as_it_was_tra
 
     saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(warm_start_steps=300))))
     assert saved["agent"]["lora_r"] == 0 and saved["agent"]["end_of_action"] is True  # resolved when dumped
-    del saved["warm_start_target_kl"], saved["agent"]["end_of_action"]
+    del saved["warm_start_target_kl"], saved["agent"]["end_of_action"], saved["report_transcripts"]
     old = from_dict(TrainConfig, saved)
     assert old.warm_start_target_kl is None and old.agent.end_of_action is False
     new = from_dict(TrainConfig, {"warm_start_steps": 300, "agent": {"model": "tiny-causal"}})
@@ -213,11 +213,12 @@ def test_a_run_written_before_the_critic_input_norm_and_the_time_limit_resumes_w
 
     saved = json.loads(json.dumps(dataclasses.asdict(TrainConfig(agent=AgentConfig(model="smollm2-135m")))))
     assert saved["agent"]["critic_input_norm"] == "standardise" and saved["time_limit_s"] is None
-    del saved["agent"]["critic_input_norm"], saved["time_limit_s"]
+    del saved["agent"]["critic_input_norm"], saved["time_limit_s"], saved["report_transcripts"]
     old = from_dict(TrainConfig, saved)
     assert (
         old.agent.critic_input_norm == "none" and not old.agent.standardises_critic_input and old.time_limit_s is None
     )
+    assert old.report_transcripts == 0 and TrainConfig().report_transcripts == 3  # no transcripts then
     new = from_dict(TrainConfig, {"agent": {"model": "smollm2-135m"}})
     assert new.agent.critic_input_norm == "standardise"
 

@@ -132,13 +132,21 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     assert torch.equal(critic["nets.0.0.weight"], reference.critic.nets[0][0].weight.detach())
 
 
-def test_an_export_folder_without_its_weights_fails_in_one_line(tmp_path, capsys):
-    (tmp_path / "sacglam.json").write_text(json.dumps({"weights": "adapter", "agent": {}}))
-    with pytest.raises(SystemExit) as exit_info:
-        main(["watch", str(tmp_path)])
-    assert exit_info.value.code == 2
-    message = capsys.readouterr().err.strip()
-    assert "\n" not in message and "lacks its weights folder ('adapter'" in message
+def test_a_damaged_or_older_export_folder_fails_in_one_line(tmp_path, capsys):
+    def message_of(settings: dict) -> str:
+        (tmp_path / "sacglam.json").write_text(json.dumps(settings))
+        with pytest.raises(SystemExit) as exit_info:
+            main(["watch", str(tmp_path)])
+        assert exit_info.value.code == 2
+        message = capsys.readouterr().err.strip()
+        assert "\n" not in message
+        return message
+
+    assert "lacks base_model, env_steps, last_evaluation" in message_of({"weights": "adapter", "agent": {}})
+    settings = {"weights": "adapter", "agent": {}, "base_model": {}, "env_steps": 128, "last_evaluation": {}}
+    assert "lacks its weights folder ('adapter'" in message_of(settings)
+    (tmp_path / "adapter").mkdir()
+    assert "has no run config (an older export)" in message_of(settings)
 
 
 def test_a_folder_that_is_not_a_trained_run_fails_in_one_line(tmp_path, capsys):

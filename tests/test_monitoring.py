@@ -68,3 +68,8 @@ def test_the_command_names_the_run_folder_relative_when_it_can(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path if inside else elsewhere)  # the run folder under it, or beside it
     command = tensorboard_command(tmp_path / "run")
     assert command.split()[-1] == ("run/tensorboard" if inside else str(tmp_path / "run" / "tensorboard"))
+
+
+def test_a_run_folder_with_a_space_gives_a_command_a_shell_reads_back(tmp_path):
+    words = shlex.split(tensorboard_command(tmp_path / "my run"))
+    assert words[-2:] == ["--logdir", str(tmp_path / "my run" / "tensorboard")]

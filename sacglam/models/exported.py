@@ -29,8 +29,11 @@ class ExportFolderError(UserInputError, ValueError):
 
 
 def is_export(directory: str | Path) -> bool:
-    """Whether `directory` (a local path) holds a `sacglam export` (its `sacglam.json`)."""
-    return "://" not in str(directory) and (Path(directory) / SETTINGS_FILE).is_file()
+    """Whether `directory` (a local path) is a `sacglam export` folder: its `sacglam.json`, and no
+    run's `config.json` (a run directory that also holds an export is read as the run: its newest
+    checkpoint, not a possibly older export)."""
+    folder = Path(str(directory))
+    return "://" not in str(directory) and (folder / SETTINGS_FILE).is_file() and not (folder / "config.json").exists()
 
 
 def export_settings(directory: str | Path) -> dict[str, Any]:
@@ -44,8 +47,14 @@ def export_settings(directory: str | Path) -> dict[str, Any]:
         ) from None
     except (OSError, json.JSONDecodeError) as error:
         raise ExportFolderError(f"cannot read {path} ({error}): export the run again with `sacglam export`") from None
-    weights = Path(directory) / str(settings.get("weights", ""))
-    if settings.get("weights") not in ("adapter", "model") or not weights.is_dir():
+    needed = {"weights": str, "agent": dict, "base_model": dict, "env_steps": int, "last_evaluation": dict}
+    wrong = [k for k, kind in needed.items() if not isinstance(settings, dict) or not isinstance(settings.get(k), kind)]
+    if wrong:
+        raise ExportFolderError(
+            f"{path} lacks {', '.join(wrong)} (not written by this version of `sacglam export`): export the run again"
+        )
+    weights = Path(directory) / settings["weights"]
+    if settings["weights"] not in ("adapter", "model") or not weights.is_dir():
         raise ExportFolderError(
             f"{directory} lacks its weights folder ({settings.get('weights')!r} named in {SETTINGS_FILE}): "
             "export the run again with `sacglam export`"
@@ -78,10 +87,19 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
     if settings["weights"] == "model":
         from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-        kind = settings["base_model"]["kind"]
+        kind = settings["base_model"].get("kind")
         auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
-        model = auto.from_pretrained(weights, dtype=getattr(torch, config.resolved_dtype))
-        language_model = LanguageModel(model, AutoTokenizer.from_pretrained(weights), kind, config.model)
+        try:
+            model, info = auto.from_pretrained(
+                weights, dtype=getattr(torch, config.resolved_dtype), output_loading_info=True
+            )
+            tokenizer = AutoTokenizer.from_pretrained(weights)
+        except (OSError, ValueError) as error:
+            raise ExportFolderError(f"cannot load {weights} ({' '.join(str(error).split())[:200]})") from error
+        wrong_keys = {k: v for k, v in info.items() if k != "error_msgs" and v}
+        if wrong_keys or info.get("error_msgs"):
+            raise ExportFolderError(f"{weights} does not fit its model: {wrong_keys or info['error_msgs']}")
+        language_model = LanguageModel(model.to(config.resolved_device), tokenizer, kind, config.model)
     agent = GLAMAgent(config, language_model=language_model)
     if settings["weights"] == "adapter":
         _load_adapter(agent, weights / "adapter_model.safetensors")

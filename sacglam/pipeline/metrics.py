@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,7 +44,7 @@ def tensorboard_command(directory: str | Path) -> str:
     beside this Python when there is one (`make` installs it in .venv), else the one on PATH."""
     beside = Path(sys.executable).parent / "tensorboard"
     program = _shortest(beside) if beside.exists() else "tensorboard"
-    return f"{program} --logdir {_shortest(Path(directory) / TENSORBOARD_DIR)}"
+    return f"{shlex.quote(program)} --logdir {shlex.quote(_shortest(Path(directory) / TENSORBOARD_DIR))}"
 
 
 def _shortest(path: Path) -> str:
