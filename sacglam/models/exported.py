@@ -90,9 +90,10 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
         kind = settings["base_model"].get("kind")
         auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM
         try:
-            model, info = auto.from_pretrained(
+            loaded: Any = auto.from_pretrained(
                 weights, dtype=getattr(torch, config.resolved_dtype), output_loading_info=True
             )
+            model, info = loaded  # (model, loading info): with output_loading_info
             tokenizer = AutoTokenizer.from_pretrained(weights)
         except (OSError, ValueError) as error:
             raise ExportFolderError(f"cannot load {weights} ({' '.join(str(error).split())[:200]})") from error
