@@ -37,17 +37,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from sacglam.learner.distributed import free_port  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 SUCCESS = "eval/simple-train/sampled/all"
 CHROMIUM = ("chromium-headless-shell", "chromium", "google-chrome")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url: str) -> object | None:
