@@ -104,17 +104,29 @@ def _last_evaluation(run_dir: str) -> dict[str, float]:
     return last
 
 
+def exported_run_config(path: str, settings: dict[str, Any]):
+    """The run config an export folder's `settings` (its sacglam.json) copied; ExportError when it
+    has none (an export written before exports carried it)."""
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import from_dict
+    from sacglam.models.exported import SETTINGS_FILE
+
+    if not isinstance(settings.get("run_config"), dict):
+        raise ExportError(f"{path}/{SETTINGS_FILE} has no run config (an older export): export the run again")
+    return from_dict(TrainConfig, settings["run_config"], where=f"{path}/{SETTINGS_FILE} run_config")
+
+
 def run_config_of(path: str):
     """The run config of a run directory (its config.json) or of an export folder (the copy in
     its sacglam.json); None when neither can be read (the command using it says why, in one line)."""
     from sacglam.config import TrainConfig
     from sacglam.config_io import from_dict
-    from sacglam.models.exported import SETTINGS_FILE, export_settings, is_export
+    from sacglam.models.exported import export_settings, is_export
     from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
 
     try:
         if is_export(path):
-            return from_dict(TrainConfig, export_settings(path)["run_config"], where=f"{path}/{SETTINGS_FILE}")
+            return exported_run_config(path, export_settings(path))
         data = json.loads((StoragePath(path) / "config.json").read_text())
     except (*STORAGE_ERRORS, json.JSONDecodeError, KeyError, ValueError):
         return None
@@ -133,13 +145,8 @@ def load_run_agent(run_dir: str):
     from sacglam.models.exported import export_settings, is_export
 
     if is_export(run_dir):
-        from sacglam.config import TrainConfig
-        from sacglam.config_io import from_dict
-
         settings = export_settings(run_dir)
-        if not isinstance(settings.get("run_config"), dict):
-            raise ExportError(f"{run_dir}/sacglam.json has no run config (an older export): export the run again")
-        cfg = from_dict(TrainConfig, settings["run_config"], where=f"{run_dir}/sacglam.json run_config")
+        cfg = exported_run_config(run_dir, settings)
         return cfg, GLAMAgent.from_export(run_dir), int(settings["env_steps"])
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     torch.manual_seed(cfg.seed)
