@@ -294,7 +294,33 @@ def expert_states(env, episodes: int) -> list[dict]:
 
     expert = EnvironmentExpert(env).act_in
     plans = collect(lambda e, o, c: [{"action": a} for a in expert(e, o, c)], env, episodes, DIAGNOSIS_SEED)
-    return [step for plan in plans for step in plan]
+    return [step | {"plan_step": k} for plan in plans for k, step in enumerate(plan)]
+
+
+def agreement_by_goal_type(env, steps: list[dict], picks: list[str]) -> dict:
+    """Where a plan breaks: per goal type, how often the greedy pick is the expert's action, overall
+    and at each step of the expert's plan (`plan_step` 0 first). A Grow plan is three steps (go to
+    the supply, grasp it, go to the thing that grows), a Grasp plan two."""
+    from sacglam.envs.protocol import split_goal
+
+    spec = env.spec()
+    tally: dict[str, dict[int, list[int]]] = {}
+    for step, pick in zip(steps, picks):
+        per_step = tally.setdefault(spec.goal_type(split_goal(step["observation"])[0]), {})
+        counts = per_step.setdefault(step["plan_step"], [0, 0])
+        counts[0] += pick == step["action"]
+        counts[1] += 1
+    return {
+        goal_type: {
+            "states": sum(n for _, n in per_step.values()),
+            "greedy_agrees_with_expert": sum(a for a, _ in per_step.values()) / sum(n for _, n in per_step.values()),
+            "by_plan_step": [
+                {"plan_step": k, "states": n, "greedy_agrees_with_expert": a / n}
+                for k, (a, n) in sorted(per_step.items())
+            ],
+        }
+        for goal_type, per_step in sorted(tally.items())
+    }
 
 
 def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:
@@ -389,6 +415,7 @@ def diagnose(directory: Path, episodes: int, trained: bool = True) -> dict:
             "entropy_on_expert_states": float(
                 -(forward.log_pi.exp() * forward.log_pi.masked_fill(~forward.mask, 0.0)).sum(-1).mean()
             ),
+            "by_goal_type": agreement_by_goal_type(env, steps, picks),
         }
         if not trained:
             out[name] = diagnosis

@@ -5,11 +5,15 @@ PPO-GLAM, 3 seeds each, all at once on the one GPU, the local runner in bfloat16
 The GPU machine takes at most 64 MiB per upload and cannot download; SmolLM2's GGUF is 98 MB. So:
 
     .venv/bin/python benchmarks/smollm2_gpu.py prepare     # here: parts in .gpu/ and .gpu2/ (< 50 MB each), sha256s
-    # call 1 carries .gpu/ (part 1, the manifest, the architecture's config and tokenizer):
-    python benchmarks/smollm2_gpu.py smoke                   # random weights, SmolLM2's shape: sizes the study
-    # call 2 carries .gpu2/ (part 2):
+    # call 1 carries .gpu/ (part 1, the manifest, the architecture's config and tokenizer) and .whl/:
+    python benchmarks/smollm2_gpu.py smoke                   # random weights, SmolLM2's shape: sizes the study; keeps part 1 in runs/gpu-parts/
+    # call 2, straight after on the same warm machine, carries .gpu2/ (part 2) and .whl/ again:
     python benchmarks/smollm2_gpu.py assemble                # checks both parts and the whole, converts once
-    python benchmarks/smollm2_gpu.py study --budget-s 420    # the study, sized by the smoke run, and its report
+    python benchmarks/smollm2_gpu.py study --budget-s 460    # the study, sized by the smoke run, and its report
+
+A path one call carries is removed on the machine when the next call does not carry it, so the
+smoke copies part 1 into `runs/gpu-parts/` (never carried: it stays while the machine is warm),
+where `assemble` looks for it by default.
 
 `smoke` runs every (method, seed) of the study at once for `--smoke-env-steps` on a model of
 SmolLM2's architecture and tokenizer with random weights (the same compute per step as the real
@@ -42,6 +46,7 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 ARCH = FIRST / "arch"
 ARCH_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 SMOKE_RUNS = Path("runs/gpu-smoke")
+KEPT_PARTS = Path("runs/gpu-parts")  # part 1 kept between calls: carried paths do not stay, runs/ does
 STUDY_RUNS = Path("runs/gpu-smollm2")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,13 +76,18 @@ class Smoke:
     flags: str = ""
     """More flags for every run, one string (the CPU rehearsal shrinks the model and the batches)."""
     thread_limit: int = 2
+    first: Path = FIRST
+    """Where part 1 and its manifest came (a carried path: gone on the next call that does not carry it)."""
+    keep_parts: Path = KEPT_PARTS
+    """Where the smoke copies them for `assemble` on the next call (nothing is copied when `first` is absent)."""
 
 
 @dataclass(frozen=True)
 class Assemble:
     """Join and check the parts, then convert the GGUF into the cache (`$SACGLAM_CACHE`)."""
 
-    first: Path = FIRST
+    first: Path = KEPT_PARTS
+    """Part 1 and the manifest: where the smoke kept them (or `.gpu` when one call carries it)."""
     second: Path = SECOND
     out: Path = Path("/tmp/smollm2-gguf")
     convert: bool = True
@@ -177,7 +187,19 @@ def study_args(runs: Path, seeds, methods, flags, thread_limit: int, output: Pat
     )
 
 
+def keep_first_part(first: Path, keep: Path) -> None:
+    """Copy part 1 and its manifest out of the carried folder into one the next call keeps."""
+    parts = sorted(first.glob(f"{GGUF_NAME}.part*")) + sorted(first.glob(f"{GGUF_NAME}.parts.json"))
+    if not parts:
+        return
+    keep.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        shutil.copy(part, keep / part.name)
+    print(f"kept {[p.name for p in parts]} in {keep} for `assemble`", flush=True)
+
+
 def smoke(args: Smoke) -> None:
+    keep_first_part(args.first, args.keep_parts)
     model = random_weights(args.arch, args.runs / "model")
     flags = ["--agent.model", str(model), "--total-env-steps", str(args.smoke_env_steps)]
     flags += ["--eval-every", str(args.smoke_env_steps), "--eval-episodes", str(args.eval_episodes)]
@@ -255,7 +277,7 @@ def study(args: Study) -> None:
     started = time.perf_counter()
     smoke_timings = args.smoke_runs / "timings.json"
     timings = json.loads(smoke_timings.read_text()) if smoke_timings.exists() else {"runs": {}}
-    sizing = time_limit(timings, args.budget_s, args.eval_episodes, args.margin_s)
+    sizing = time_limit(timings, args.budget_s, args.eval_episodes, args.margin_s) | {"device": device_name()}
     print("sizing:", json.dumps(sizing), flush=True)
     flags = ["--time-limit-s", f"{sizing['time_limit_s']:.0f}", "--eval-episodes", str(args.eval_episodes)]
     flags += shlex.split(args.flags)
@@ -275,6 +297,17 @@ def study(args: Study) -> None:
             args.output / f"{method}-seed{args.weights_of_seed}-weights.pt",
         )
     print(f"study: {sizing['study_wall_s']:.0f} s; wrote {sorted(p.name for p in args.output.iterdir())}")
+
+
+def device_name() -> str:
+    """The accelerator the runs use (`agent.device: auto`), for the report."""
+    import platform
+
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    return f"CPU ({platform.processor() or platform.machine()}), torch {torch.__version__}"
 
 
 def keep_weights(run: Path, out: Path) -> None:

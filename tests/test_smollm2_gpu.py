@@ -38,11 +38,24 @@ def test_smoke_then_study_on_a_small_model_size_the_runs_and_write_the_report(tm
     script = load_benchmark("smollm2_gpu")
     arch = Path(smollm2_architecture(tmp_path / "arch", layers=2, hidden=64))
     smoke_runs, runs, out = tmp_path / "smoke", tmp_path / "study", tmp_path / "out"
+    carried, kept = tmp_path / "carried", tmp_path / "kept"  # a carried folder is gone on the next call: part 1 moves
+    carried.mkdir()
+    for name in (f"{script.GGUF_NAME}.part1of2", f"{script.GGUF_NAME}.parts.json"):
+        (carried / name).write_text(name)
     script.smoke(
         script.Smoke(
-            seeds=(0,), arch=arch, runs=smoke_runs, smoke_env_steps=64, eval_episodes=4, flags=SMALL, thread_limit=1
+            seeds=(0,),
+            arch=arch,
+            runs=smoke_runs,
+            smoke_env_steps=64,
+            eval_episodes=4,
+            flags=SMALL,
+            thread_limit=1,
+            first=carried,
+            keep_parts=kept,
         )
     )
+    assert sorted(p.name for p in kept.iterdir()) == sorted(p.name for p in carried.iterdir())
     timings = json.loads((smoke_runs / "timings.json").read_text())
     assert {r["evaluations"] for r in timings["runs"].values()} == {1, 2}  # PPO once, SAC before and after
     assert all(r["wall_s"] > r["train_s"] > 0 and r["env_steps"] >= 64 for r in timings["runs"].values())
@@ -62,6 +75,7 @@ def test_smoke_then_study_on_a_small_model_size_the_runs_and_write_the_report(tm
     )
     sizing = json.loads((out / "sizing.json").read_text())
     assert 30 <= sizing["time_limit_s"] < 120 and sizing["load_s"] > 0
+    assert sizing["device"].startswith("CPU")  # the report says where the runs ran
     report = json.loads((out / "smollm2.json").read_text())
     assert report["target"] == {"simple-train": 0.8, "simple-test": 0.5}
     for name in ("sac-her/seed0", "ppo/seed0"):

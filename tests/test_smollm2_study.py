@@ -71,6 +71,14 @@ def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_pa
         assert 0.0 <= probe["policy_total_variation"] <= 1.0 and 0.0 <= probe["argmax_q_changes"] <= 1.0
         assert probe["q_mean_abs_change"] >= 0 and probe["q_mean_spread_across_candidates"] >= 0
         assert "q_mean_own_goal" not in ppo["goal_probe"][name]
+        by_type = sac["diagnosis"][name]["by_goal_type"]  # where a plan breaks: per type and plan step
+        assert sum(t["states"] for t in by_type.values()) == sac["diagnosis"][name]["expert_states"]
+        agreed = sum(t["greedy_agrees_with_expert"] * t["states"] for t in by_type.values())
+        diagnosis = sac["diagnosis"][name]
+        assert agreed == pytest.approx(diagnosis["greedy_agrees_with_expert"] * diagnosis["expert_states"])
+        for t in by_type.values():
+            assert [s["plan_step"] for s in t["by_plan_step"]] == list(range(len(t["by_plan_step"])))
+            assert sum(s["states"] for s in t["by_plan_step"]) == t["states"]
         assert probe["swap"] == "within the goal type"  # Grow goals swap with Grow goals, Grasp with Grasp
         assert sum(t["states"] for t in probe["by_type"].values()) == probe["states"]
         assert set(probe["by_type"]) <= {"grasp", "grow"} and all(
