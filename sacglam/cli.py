@@ -560,23 +560,12 @@ def resumed_config(args: list[str]) -> TrainConfig:
     at = args.index("--resume")
     if at + 1 >= len(args):
         raise UsageError("--resume needs the run directory to continue, e.g. --resume runs/demo")
-    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+    from sacglam.runtime.saved_config import saved_run_config
 
     run_dir = args[at + 1]
-    try:
-        saved = StoragePath(run_dir) / "config.json"
-        if not saved.is_file():
-            raise UsageError(f"{saved} does not exist: --resume takes a directory written by `sacglam train`")
-        data = json.loads(saved.read_text())
-    except (*STORAGE_ERRORS, json.JSONDecodeError) as error:
-        if isinstance(error, UserInputError):
-            raise
-        raise UsageError(
-            f"cannot read {run_dir}/config.json ({' '.join(str(error).split())}): --resume takes a directory "
-            "written by `sacglam train`"
-        ) from error
+    data, saved = saved_run_config(run_dir, "--resume takes a directory written by `sacglam train`")
     data["resume"] = run_dir
-    return from_dict(TrainConfig, data, where=str(saved))
+    return from_dict(TrainConfig, data, where=saved)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -46,22 +46,21 @@ def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
     from sacglam.config import TrainConfig
     from sacglam.config_io import from_dict
     from sacglam.runtime.checkpoint import CheckpointStore
+    from sacglam.runtime.saved_config import saved_run_config
     from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, read_torch
 
+    data, saved = saved_run_config(run_dir, "give a run directory written by `sacglam train`")
     run = StoragePath(run_dir)
     try:
-        if not (run / "config.json").is_file():
-            raise ExportError(f"{run_dir} has no config.json: give a run directory written by `sacglam train`")
-        data = json.loads((run / "config.json").read_text())
         checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
-    except (*STORAGE_ERRORS, json.JSONDecodeError) as error:
+    except STORAGE_ERRORS as error:
         if isinstance(error, UserInputError):
             raise
         raise ExportError(
             f"cannot read the run {run_dir} ({' '.join(str(error).split())}): give a run directory written by "
             "`sacglam train` that this machine can reach"
         ) from error
-    cfg = from_dict(TrainConfig, data, where=str(run / "config.json"))
+    cfg = from_dict(TrainConfig, data, where=saved)
     if checkpoint is None:
         why = "; ".join(f"{path.name}: {problem}" for path, problem in skipped) or "none was written"
         raise ExportError(f"{run_dir} has no intact checkpoint ({why}); train it (or --resume it) first")
@@ -122,15 +121,16 @@ def run_config_of(path: str):
     from sacglam.config import TrainConfig
     from sacglam.config_io import from_dict
     from sacglam.models.exported import export_settings, is_export
-    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+    from sacglam.runtime.saved_config import saved_run_config
+    from sacglam.runtime.storage import STORAGE_ERRORS
 
     try:
         if is_export(path):
             return exported_run_config(path, export_settings(path))
-        data = json.loads((StoragePath(path) / "config.json").read_text())
-    except (*STORAGE_ERRORS, json.JSONDecodeError, KeyError, ValueError):
+        data, saved = saved_run_config(path, "")
+    except (*STORAGE_ERRORS, KeyError, ValueError, UserInputError):
         return None
-    return from_dict(TrainConfig, data, where=f"{path}/config.json")
+    return from_dict(TrainConfig, data, where=saved)
 
 
 def load_run_agent(run_dir: str):
