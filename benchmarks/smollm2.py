@@ -298,25 +298,36 @@ def expert_states(env, episodes: int) -> list[dict]:
 
 
 def agreement_by_goal_type(env, steps: list[dict], picks: list[str]) -> dict:
-    """Where a plan breaks: per goal type, how often the greedy pick is the expert's action, overall
-    and at each step of the expert's plan (`plan_step` 0 first). A Grow plan is three steps (go to
-    the supply, grasp it, go to the thing that grows), a Grasp plan two."""
+    """Where a plan breaks: per goal type, how often the greedy pick is the expert's action and how
+    often it starts a shortest plan (another supply can be as good: an animal grows with food or
+    water), overall and at each step of the expert's plan (`plan_step` 0 first). A Grow plan is
+    three steps (go to the supply, grasp it, go to the thing that grows), a Grasp plan two."""
+    from sacglam.envs.expert import plan_length_after
     from sacglam.envs.protocol import split_goal
 
     spec = env.spec()
     tally: dict[str, dict[int, list[int]]] = {}
     for step, pick in zip(steps, picks):
         per_step = tally.setdefault(spec.goal_type(split_goal(step["observation"])[0]), {})
-        counts = per_step.setdefault(step["plan_step"], [0, 0])
+        counts = per_step.setdefault(step["plan_step"], [0, 0, 0])
+        shortest = plan_length_after(step["observation"], step["action"])
         counts[0] += pick == step["action"]
-        counts[1] += 1
+        counts[1] += plan_length_after(step["observation"], pick) == shortest
+        counts[2] += 1
     return {
         goal_type: {
-            "states": sum(n for _, n in per_step.values()),
-            "greedy_agrees_with_expert": sum(a for a, _ in per_step.values()) / sum(n for _, n in per_step.values()),
+            "states": sum(c[2] for c in per_step.values()),
+            "greedy_agrees_with_expert": sum(c[0] for c in per_step.values()) / sum(c[2] for c in per_step.values()),
+            "greedy_starts_a_shortest_plan": sum(c[1] for c in per_step.values())
+            / sum(c[2] for c in per_step.values()),
             "by_plan_step": [
-                {"plan_step": k, "states": n, "greedy_agrees_with_expert": a / n}
-                for k, (a, n) in sorted(per_step.items())
+                {
+                    "plan_step": k,
+                    "states": n,
+                    "greedy_agrees_with_expert": agree / n,
+                    "greedy_starts_a_shortest_plan": shortest / n,
+                }
+                for k, (agree, shortest, n) in sorted(per_step.items())
             ],
         }
         for goal_type, per_step in sorted(tally.items())

@@ -79,6 +79,7 @@ def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_pa
         for t in by_type.values():
             assert [s["plan_step"] for s in t["by_plan_step"]] == list(range(len(t["by_plan_step"])))
             assert sum(s["states"] for s in t["by_plan_step"]) == t["states"]
+            assert t["greedy_starts_a_shortest_plan"] >= t["greedy_agrees_with_expert"]  # the expert's is one
         assert probe["swap"] == "within the goal type"  # Grow goals swap with Grow goals, Grasp with Grasp
         assert sum(t["states"] for t in probe["by_type"].values()) == probe["states"]
         assert set(probe["by_type"]) <= {"grasp", "grow"} and all(
