@@ -312,7 +312,7 @@ def agreement_by_goal_type(env, steps: list[dict], picks: list[str]) -> dict:
         counts = per_step.setdefault(step["plan_step"], [0, 0, 0])
         shortest = plan_length_after(step["observation"], step["action"])
         counts[0] += pick == step["action"]
-        counts[1] += plan_length_after(step["observation"], pick) == shortest
+        counts[1] += shortest is not None and plan_length_after(step["observation"], pick) == shortest
         counts[2] += 1
     return {
         goal_type: {

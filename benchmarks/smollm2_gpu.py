@@ -86,9 +86,10 @@ class Smoke:
 class Assemble:
     """Join and check the parts, then convert the GGUF into the cache (`$SACGLAM_CACHE`)."""
 
-    first: Path = KEPT_PARTS
-    """Part 1 and the manifest: where the smoke kept them (or `.gpu` when one call carries it)."""
+    first: tuple[Path, ...] = (KEPT_PARTS, FIRST)
+    """Where part 1 may be: where the smoke kept it, or the folder it was carried in."""
     second: Path = SECOND
+    """Part 2 and the manifest (`prepare` writes it beside both parts)."""
     out: Path = Path("/tmp/smollm2-gguf")
     convert: bool = True
 
@@ -147,7 +148,7 @@ def assemble(args: Assemble) -> None:
     from sacglam.models.parts import join_parts, manifest_name, sha256_of
 
     start = time.perf_counter()
-    gguf = join_parts(args.first / manifest_name(GGUF_NAME), args.out / GGUF_NAME, search=[args.second])
+    gguf = join_parts(args.second / manifest_name(GGUF_NAME), args.out / GGUF_NAME, search=list(args.first))
     print(f"joined and checked {gguf} (sha256 {sha256_of(gguf)}) in {time.perf_counter() - start:.1f} s", flush=True)
     if args.convert:
         start = time.perf_counter()
@@ -189,7 +190,7 @@ def study_args(runs: Path, seeds, methods, flags, thread_limit: int, output: Pat
 
 def keep_first_part(first: Path, keep: Path) -> None:
     """Copy part 1 and its manifest out of the carried folder into one the next call keeps."""
-    parts = sorted(first.glob(f"{GGUF_NAME}.part*")) + sorted(first.glob(f"{GGUF_NAME}.parts.json"))
+    parts = sorted(first.glob(f"{GGUF_NAME}.part[0-9]*")) + sorted(first.glob(f"{GGUF_NAME}.parts.json"))
     if not parts:
         return
     keep.mkdir(parents=True, exist_ok=True)
@@ -277,13 +278,14 @@ def study(args: Study) -> None:
     started = time.perf_counter()
     smoke_timings = args.smoke_runs / "timings.json"
     timings = json.loads(smoke_timings.read_text()) if smoke_timings.exists() else {"runs": {}}
-    sizing = time_limit(timings, args.budget_s, args.eval_episodes, args.margin_s) | {"device": device_name()}
+    sizing = time_limit(timings, args.budget_s, args.eval_episodes, args.margin_s)
     print("sizing:", json.dumps(sizing), flush=True)
     flags = ["--time-limit-s", f"{sizing['time_limit_s']:.0f}", "--eval-episodes", str(args.eval_episodes)]
     flags += shlex.split(args.flags)
     smollm2, study_config = study_args(args.runs, args.seeds, args.methods, flags, args.thread_limit, args.output)
     smollm2.main(study_config)  # trains every run at once, then analyses and writes the report
     sizing["study_wall_s"] = time.perf_counter() - started
+    sizing["device"] = device_name()  # after the runs: no CUDA context of this process beside them
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "sizing.json").write_text(json.dumps(sizing, indent=2))
     with tarfile.open(args.output / "runs.tar.gz", "w:gz") as tar:
@@ -300,7 +302,8 @@ def study(args: Study) -> None:
 
 
 def device_name() -> str:
-    """The accelerator the runs use (`agent.device: auto`), for the report."""
+    """The machine's accelerator, which the runs use with `agent.device: auto` (the default of
+    the GPU configs), for the report."""
     import platform
 
     import torch

@@ -49,7 +49,9 @@ def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
     from sacglam.runtime.saved_config import saved_run_config
     from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, read_torch
 
-    data, saved = saved_run_config(run_dir, "give a run directory written by `sacglam train`")
+    data, saved = saved_run_config(
+        run_dir, "give a run directory written by `sacglam train` that this machine can reach"
+    )
     run = StoragePath(run_dir)
     try:
         checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
@@ -128,7 +130,7 @@ def run_config_of(path: str):
         if is_export(path):
             return exported_run_config(path, export_settings(path))
         data, saved = saved_run_config(path, "")
-    except (*STORAGE_ERRORS, KeyError, ValueError, UserInputError):
+    except (*STORAGE_ERRORS, KeyError, ValueError):  # every error of reading a config is one of these
         return None
     return from_dict(TrainConfig, data, where=saved)
 

@@ -19,6 +19,12 @@ BAD_INPUTS = {
     "train: malformed config file": (["train", "--config", "{tmp}/bad.yaml"], "is not valid YAML at line 2"),
     "train: directory as config file": (["train", "--config", "{tmp}"], "cannot read config file"),
     "train: resume of a run with a broken config.json": (["train", "--resume", "{tmp}/broken"], "cannot read"),
+    "train: resume of a run whose config.json is not text": (["train", "--resume", "{tmp}/binary"], "cannot read"),
+    "train: resume of a run whose config.json is a list": (
+        ["train", "--resume", "{tmp}/listed"],
+        "does not hold a config",
+    ),
+    "export: a run whose config.json is not text": (["export", "{tmp}/binary", "{tmp}/out"], "cannot read"),
     "train ppo: unwritable run directory": (
         ["train", "--config", "tune_configs/runs/cpu_simple_ppo.yaml", "--output-dir", "/proc/no/run"],
         "--output-dir",
@@ -61,6 +67,9 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     (tmp_path / "bad.yaml").write_text("algo: [sac\n")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{not json")
+    for name, content in (("binary", b"\xff\xfe{"), ("listed", b"[1, 2]")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_bytes(content)
     with pytest.raises(SystemExit) as stop:
         main([a.replace("{tmp}", str(tmp_path)) for a in args])
     assert stop.value.code == 2

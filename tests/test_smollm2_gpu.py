@@ -31,6 +31,14 @@ def test_prepare_splits_the_gguf_into_two_parts_under_50_mb_that_join_to_the_sam
     assert len(list(first.glob("*.part*of2"))) == len(list(second.glob("*.part*of2"))) == 1
     joined = join_parts(first / manifest_name(script.GGUF_NAME), tmp_path / "joined.gguf", search=[second])
     assert sha256_of(joined) == manifest["sha256"] and joined.stat().st_size == manifest["size"]
+    # on the GPU machine part 1 arrives a call earlier and waits where the smoke kept it
+    kept = tmp_path / "kept"
+    script.keep_first_part(first, kept)
+    assert sorted(p.name for p in kept.iterdir()) == sorted(p.name for p in first.iterdir())
+    script.assemble(
+        script.Assemble(first=(kept, tmp_path / "gone"), second=second, out=tmp_path / "out", convert=False)
+    )
+    assert sha256_of(tmp_path / "out" / script.GGUF_NAME) == manifest["sha256"]
 
 
 def test_smoke_then_study_on_a_small_model_size_the_runs_and_write_the_report(tmp_path, monkeypatch):
@@ -75,7 +83,7 @@ def test_smoke_then_study_on_a_small_model_size_the_runs_and_write_the_report(tm
     )
     sizing = json.loads((out / "sizing.json").read_text())
     assert 30 <= sizing["time_limit_s"] < 120 and sizing["load_s"] > 0
-    assert sizing["device"].startswith("CPU")  # the report says where the runs ran
+    assert sizing["device"].startswith("NVIDIA" if torch.cuda.is_available() else "CPU")  # the machine's, in the report
     report = json.loads((out / "smollm2.json").read_text())
     assert report["target"] == {"simple-train": 0.8, "simple-test": 0.5}
     for name in ("sac-her/seed0", "ppo/seed0"):

@@ -94,3 +94,31 @@ def test_the_study_analysis_reads_diagnoses_and_keeps_its_diagnoses(runs, tmp_pa
     study.main(args)
     again = json.loads((tmp_path / "out" / "smollm2.json").read_text())
     assert again["runs"]["sac-her/seed0"]["diagnosis"] == {"train": {"marker": 1}}
+
+
+def test_agreement_by_goal_type_counts_the_expert_and_any_other_shortest_first_step():
+    """The expert's own picks agree everywhere; a supply other than the expert's that grows the
+    same thing starts a shortest plan without agreeing; a step that lengthens the plan does neither."""
+    from sacglam.config import EnvConfig
+    from sacglam.envs.expert import plan_length_after
+
+    study = load_script()
+    env = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
+    steps = study.expert_states(env, 16)
+    expert = study.agreement_by_goal_type(env, steps, [s["action"] for s in steps])
+    assert {"grasp", "grow"} <= set(expert)
+    for t in expert.values():
+        assert t["greedy_agrees_with_expert"] == t["greedy_starts_a_shortest_plan"] == 1.0
+    alternative, worse = [], []
+    for s in steps:
+        best = plan_length_after(s["observation"], s["action"])
+        lengths = {a: plan_length_after(s["observation"], a) for a in s["candidates"]}
+        alternative.append(next((a for a, n in lengths.items() if n == best and a != s["action"]), s["action"]))
+        worse.append(next(a for a, n in lengths.items() if n is None or n > best))
+    same_length = study.agreement_by_goal_type(env, steps, alternative)
+    other = sum(a != s["action"] for a, s in zip(alternative, steps))
+    assert other > 0  # some states have two equally short first steps (an animal: water or food)
+    assert sum(t["greedy_starts_a_shortest_plan"] * t["states"] for t in same_length.values()) == len(steps)
+    assert sum(t["greedy_agrees_with_expert"] * t["states"] for t in same_length.values()) == len(steps) - other
+    longer = study.agreement_by_goal_type(env, steps, worse)
+    assert all(t["greedy_starts_a_shortest_plan"] == t["greedy_agrees_with_expert"] == 0.0 for t in longer.values())

@@ -20,9 +20,9 @@ def saved_run_config(run_dir: str, fix: str) -> tuple[dict, str]:
     saved = StoragePath(run_dir) / "config.json"
     try:
         if not saved.is_file():
-            raise SavedConfigError(f"{run_dir} has no config.json: {fix}")
+            raise SavedConfigError(f"{StoragePath(run_dir)} has no config.json: {fix}")
         data = json.loads(saved.read_text())
-    except (*STORAGE_ERRORS, json.JSONDecodeError) as error:
+    except (*STORAGE_ERRORS, ValueError) as error:  # ValueError: broken JSON, or bytes that are not UTF-8
         if isinstance(error, UserInputError):
             raise
         raise SavedConfigError(f"cannot read {saved} ({' '.join(str(error).split())}): {fix}") from error
