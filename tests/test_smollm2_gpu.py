@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # about 90 s: four short training runs in subproc
 
 SMALL = (
     "--agent.lora-layers 1 --agent.critic-width 32 --num-envs 8 --sac.batch-size 16 --sac.critic-warmup-updates 2 "
-    "--ppo.rollout-steps 64 --ppo.minibatch-size 32 --agent.device cpu --agent.dtype float32"
+    "--ppo.rollout-steps 64 --ppo.minibatch-size 32 --ppo.epochs 1 --agent.device cpu --agent.dtype float32"
 )
 
 
