@@ -245,10 +245,17 @@ def test_a_ppo_update_adds_each_rollout_row_once_whatever_the_epochs():
     rollout, _ = rollout_from_segments(value, episodes, cfg, np.random.default_rng(0))
     learner = PPOLearner(value, cfg, seed=0)
     first_share = len(learner.minibatches(len(rollout.actions))[0][1])
+    encodes = []
+    encode = value.encode
+    value.encode = lambda *a, **k: encodes.append(1) or encode(*a, **k)
+    assert value.critic_statistics_unprimed() and not agent("none", critic="value").critic_statistics_unprimed()
     learner.update(rollout)  # primed with the first minibatch, then every row once
     assert float(value.critic.input_norm.count) == first_share + len(rollout.actions) > first_share
-    learner.update(rollout)  # primed already: the rows once more
+    assert not value.critic_statistics_unprimed()
+    first_update_encodes, encodes[:] = len(encodes), []
+    learner.update(rollout)  # primed already: the rows once more, and no batch encoded to prime
     assert float(value.critic.input_norm.count) == first_share + 2 * len(rollout.actions)
+    assert len(encodes) == first_update_encodes - 1
 
 
 def test_a_non_finite_batch_leaves_the_statistics_as_they_were():

@@ -106,7 +106,7 @@ class PPOLearner:
         distribution: they are the original goal's (another prompt); their value and clipping
         centre are recomputed."""
         self._trunks.clear()  # trunks belong to one rollout's minibatches
-        if len(shares) and len(shares[0]):  # a first rollout: statistics before any value is read
+        if len(shares) and len(shares[0]) and self.agent.critic_statistics_unprimed():  # before any value is read
             first = shares[0]
             self.agent.prime_critic_statistics(
                 self.agent.encode([rollout.observations[i] for i in first], [rollout.candidates[i] for i in first])

@@ -259,6 +259,12 @@ class GLAMAgent(nn.Module):
             )
         return self.critic(features.float())[:, :, :C].masked_fill(~mask, 0.0)
 
+    def critic_statistics_unprimed(self) -> bool:
+        """True while the critic standardises its input and its statistics have seen no batch (what
+        `prime_critic_statistics` fills): a caller can skip encoding a batch for it otherwise."""
+        norm = getattr(self.critic, "input_norm", None)
+        return norm is not None and float(norm.count) == 0
+
     def prime_critic_statistics(self, batch: EncodedBatch) -> None:
         """Give the critic's input statistics a batch's features when they have none yet (a
         learner's first update, before it computes any target), so that no forward ever reads the
