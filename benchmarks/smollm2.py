@@ -306,7 +306,7 @@ def agreement_by_goal_type(env, steps: list[dict], picks: list[str]) -> dict:
     from sacglam.envs.protocol import split_goal
 
     spec = env.spec()
-    tally: dict[str, dict[int, list[int]]] = {}
+    tally: dict[str, dict[int, list[int]]] = {}  # goal type -> plan step -> [agrees, shortest, states]
     for step, pick in zip(steps, picks):
         per_step = tally.setdefault(spec.goal_type(split_goal(step["observation"])[0]), {})
         counts = per_step.setdefault(step["plan_step"], [0, 0, 0])
@@ -314,24 +314,24 @@ def agreement_by_goal_type(env, steps: list[dict], picks: list[str]) -> dict:
         counts[0] += pick == step["action"]
         counts[1] += shortest is not None and plan_length_after(step["observation"], pick) == shortest
         counts[2] += 1
-    return {
-        goal_type: {
-            "states": sum(c[2] for c in per_step.values()),
-            "greedy_agrees_with_expert": sum(c[0] for c in per_step.values()) / sum(c[2] for c in per_step.values()),
-            "greedy_starts_a_shortest_plan": sum(c[1] for c in per_step.values())
-            / sum(c[2] for c in per_step.values()),
+    out = {}
+    for goal_type, per_step in sorted(tally.items()):
+        agrees, shortest, states = (sum(column) for column in zip(*per_step.values()))
+        out[goal_type] = {
+            "states": states,
+            "greedy_agrees_with_expert": agrees / states,
+            "greedy_starts_a_shortest_plan": shortest / states,
             "by_plan_step": [
                 {
                     "plan_step": k,
                     "states": n,
-                    "greedy_agrees_with_expert": agree / n,
-                    "greedy_starts_a_shortest_plan": shortest / n,
+                    "greedy_agrees_with_expert": a / n,
+                    "greedy_starts_a_shortest_plan": m / n,
                 }
-                for k, (agree, shortest, n) in sorted(per_step.items())
+                for k, (a, m, n) in sorted(per_step.items())
             ],
         }
-        for goal_type, per_step in sorted(tally.items())
-    }
+    return out
 
 
 def goal_probe(directory: Path, episodes: int, trained: bool = True) -> dict:

@@ -49,19 +49,15 @@ def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
     from sacglam.runtime.saved_config import saved_run_config
     from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, read_torch
 
-    data, saved = saved_run_config(
-        run_dir, "give a run directory written by `sacglam train` that this machine can reach"
-    )
+    fix = "give a run directory written by `sacglam train` that this machine can reach"
+    data, saved = saved_run_config(run_dir, fix)
     run = StoragePath(run_dir)
     try:
         checkpoint, skipped = CheckpointStore(run / "checkpoints").latest_intact()
     except STORAGE_ERRORS as error:
         if isinstance(error, UserInputError):
             raise
-        raise ExportError(
-            f"cannot read the run {run_dir} ({' '.join(str(error).split())}): give a run directory written by "
-            "`sacglam train` that this machine can reach"
-        ) from error
+        raise ExportError(f"cannot read the run {run_dir} ({' '.join(str(error).split())}): {fix}") from error
     cfg = from_dict(TrainConfig, data, where=saved)
     if checkpoint is None:
         why = "; ".join(f"{path.name}: {problem}" for path, problem in skipped) or "none was written"

@@ -259,18 +259,23 @@ class GLAMAgent(nn.Module):
             )
         return self.critic(features.float())[:, :, :C].masked_fill(~mask, 0.0)
 
+    def _unprimed_critic_statistics(self):
+        """The critic's input statistics while they have seen no batch; None once they have, or
+        when the critic reads raw features."""
+        norm = getattr(self.critic, "input_norm", None)
+        return norm if norm is not None and float(norm.count) == 0 else None
+
     def critic_statistics_unprimed(self) -> bool:
         """True while the critic standardises its input and its statistics have seen no batch (what
         `prime_critic_statistics` fills): a caller can skip encoding a batch for it otherwise."""
-        norm = getattr(self.critic, "input_norm", None)
-        return norm is not None and float(norm.count) == 0
+        return self._unprimed_critic_statistics() is not None
 
     def prime_critic_statistics(self, batch: EncodedBatch) -> None:
         """Give the critic's input statistics a batch's features when they have none yet (a
         learner's first update, before it computes any target), so that no forward ever reads the
         raw features of a head that will read standardised ones. One extra forward, once per run."""
-        norm = getattr(self.critic, "input_norm", None)
-        if norm is None or float(norm.count) > 0:
+        norm = self._unprimed_critic_statistics()
+        if norm is None:
             return
         with torch.no_grad():
             scores = self.candidate_scores(batch, with_log_likelihood=False)
