@@ -85,7 +85,7 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
     weights = directory / settings["weights"]
     language_model = None
     if settings["weights"] == "model":
-        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+        from transformers.models.auto import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
         kind = settings["base_model"].get("kind")
         auto = AutoModelForSeq2SeqLM if kind == "seq2seq" else AutoModelForCausalLM

@@ -26,15 +26,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoModelForSeq2SeqLM,
-    AutoTokenizer,
-    BitsAndBytesConfig,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import BitsAndBytesConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+# From their own package (the objects `transformers` re-exports): mypy skips transformers' model
+# packages (pyproject.toml), and through the top-level names it would report them missing.
+from transformers.models.auto import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from sacglam.cache import cache_root, publish
 from sacglam.errors import UserInputError
@@ -217,7 +213,7 @@ def load_language_model(
     with _quiet_loading():
         model = auto.from_pretrained(path, local_files_only=_local_files_only(), **kwargs)
     if not load_in_4bit:
-        model = model.to(device)  # type: ignore[arg-type]  # transformers' to() takes a device
+        model = model.to(device)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=_local_files_only())
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
