@@ -81,6 +81,39 @@ def torch_threads():
     return torch.set_num_threads
 
 
+_LOCAL_RAY: dict = {}  # the shared single-node cluster's address and metrics port, while it runs
+
+
+@pytest.fixture
+def ray_local():
+    """A single-node Ray cluster (4 CPUs, Prometheus metrics on a port of its own, no dashboard)
+    that the Ray tests needing no more share: started by the first test that asks, kept running
+    for the next, stopped at the end of the session. A cluster start is a GCS, a raylet, its
+    agents and prestarted workers (about 15 core-seconds here); the multi-node tests start their
+    own cluster after stopping this one, and the next test that asks starts it again.
+    Returns {"address", "metrics_port"}."""
+    import ray
+
+    from sacglam.learner.distributed import free_port
+
+    if not (ray.is_initialized() and _LOCAL_RAY.get("address") == ray.get_runtime_context().gcs_address):
+        if ray.is_initialized():
+            ray.shutdown()
+        port = free_port()
+        ray.init(
+            address="local", num_cpus=4, include_dashboard=False, _metrics_export_port=port, logging_level="WARNING"
+        )
+        _LOCAL_RAY.update(address=ray.get_runtime_context().gcs_address, metrics_port=port)
+    return dict(_LOCAL_RAY)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _LOCAL_RAY:
+        import ray
+
+        ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3-compatible server (moto's server mode) on 127.0.0.1 for the session;

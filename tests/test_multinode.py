@@ -45,6 +45,7 @@ def nodes(s3_server):
     processes inherit its credentials.)"""
     from ray.cluster_utils import Cluster
 
+    ray.shutdown()  # the shared single-node cluster, if an earlier test started it (tests/conftest.py)
     dashboard_port = free_port()
     cluster = Cluster(
         initialize_head=True,

@@ -19,7 +19,6 @@ ray = pytest.importorskip("ray")
 
 from sacglam.cli import resumed_config  # noqa: E402
 from sacglam.config import AgentConfig, EnvConfig, PipelineConfig, ResourcesConfig, SACConfig, TrainConfig  # noqa: E402
-from sacglam.learner.distributed import free_port  # noqa: E402
 from sacglam.pipeline.ray_cluster import ClusterTooSmallError  # noqa: E402
 from sacglam.pipeline.run import run_pipeline  # noqa: E402
 from sacglam.replay_actor.buffer import ReplayBuffer  # noqa: E402
@@ -29,12 +28,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 SMALL = ResourcesConfig(worker_cpus=0.25, inference_cpus=0.25, learner_cpus=0.5, replay_cpus=0.25)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    port = free_port()
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _metrics_export_port=port, logging_level="WARNING")
-    yield {"metrics_port": port, "address": ray.get_runtime_context().gcs_address}
-    ray.shutdown()
+@pytest.fixture
+def cluster(ray_local):
+    """The single-node cluster these tests share with test_tune.py (tests/conftest.py)."""
+    return ray_local
 
 
 def _cfg(tmp_path, cluster, **changes):

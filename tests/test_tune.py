@@ -69,8 +69,8 @@ def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.tune
-def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
-    ray = pytest.importorskip("ray")
+def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path, ray_local):
+    pytest.importorskip("ray")
     import pyarrow.parquet as pq
 
     from sacglam.experiments.results import plot_experiment
@@ -97,11 +97,7 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path):
             "max_concurrent": 2,
         },
     )
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
-    try:
-        directory = run_grid(path, "cpu", storage=tmp_path / "tune")
-    finally:
-        ray.shutdown()
+    directory = run_grid(path, "cpu", storage=tmp_path / "tune")  # on the running `ray_local` cluster
     rows = pq.read_table(directory / "results.parquet").to_pylist()
     trials = {r["trial"] for r in rows}
     assert trials == {f"n_step={n},seed={s}" for n in (1, 3) for s in (0, 1)}
