@@ -119,7 +119,6 @@ def process_group(command: str) -> str:
         ("multiprocessing.spawn", "process pools (spawn: the sanity runs, ...)"),
         ("-m sacglam", "sacglam subprocesses"),
         ("bin/sacglam ", "sacglam subprocesses"),
-        ("-m moto", "moto (S3 server)"),
         ("execnet", "pytest-xdist workers"),
         ("exec(eval(sys.stdin", "pytest-xdist workers"),
         ("pytest", "pytest"),

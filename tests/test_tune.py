@@ -70,7 +70,6 @@ def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_
 @pytest.mark.ray
 @pytest.mark.tune
 def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path, ray_local):
-    pytest.importorskip("ray")
     import pyarrow.parquet as pq
 
     from sacglam.experiments.results import plot_experiment
