@@ -407,6 +407,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
+    _refuse_mapping_flags(rest)
     default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
@@ -442,6 +443,26 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if isinstance(parsed, EvalConfig) and parsed.run is not None and any(a.startswith("--episodes") for a in rest):
         parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
     return parsed
+
+
+_MAPPING_FLAGS = {  # flag -> how a YAML run config sets it
+    "--env.kwargs": "env: {name: my_env:MyEnv, kwargs: {max_steps: 6}}",
+    "--env.held-out-kwargs": "env: {name: my_env:MyEnv, held_out_kwargs: {split: test}}",
+    "--pipeline.resources.node-resources": "pipeline: {resources: {node_resources: {rollout-worker: {env_node: 1}}}}",
+}
+
+
+def _refuse_mapping_flags(flags: list[str]) -> None:
+    """Mappings (`env.kwargs`, `env.held_out_kwargs`, `pipeline.resources.node_resources`) are
+    beyond the command line's parser: say where they go instead of tyro's bare "Unrecognized
+    options"."""
+    for flag in flags:
+        name = flag.split("=", 1)[0].replace("_", "-")
+        if name in _MAPPING_FLAGS:
+            raise UsageError(
+                f"{name} is a mapping, set in a run config, not on the command line: write "
+                f"`{_MAPPING_FLAGS[name]}` in a YAML file and pass --config FILE (other flags still override it)"
+            )
 
 
 def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any]) -> list[str]:

@@ -535,7 +535,7 @@ class EvalConfig:
     seed: int = 0
     """Seed of the episodes (goals and scenes) and of the random policy."""
     output: Path | None = Path("runs/evaluation.json")
-    """Where to write the results as JSON (none when omitted)."""
+    """Where to write the results as JSON, replacing any file there (`--output None`: nowhere)."""
     progress: bool = True
     """Show a progress bar."""
     agent: AgentConfig = AgentConfig(critic="none")
@@ -640,7 +640,9 @@ class ResourcesConfig:
     """torch threads of each inference actor (None: its CPUs rounded down, at least 1)."""
     learner_threads: int | None = None
     """torch threads of each learner actor (None: its CPUs rounded down, at least 1). More threads
-    than CPUs oversubscribes the cores, which pays when the other actors are mostly idle."""
+    than CPUs oversubscribes the cores, which pays when the other actors are mostly idle. The
+    local runner, one process that learns and acts, runs on this many when set (else torch's
+    default, one per core)."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     """Ray placement-group strategy for the run's actors."""
     placement_timeout_s: float = 60.0

@@ -54,6 +54,22 @@ BAD_INPUTS = {
         "split evenly over pipeline.rollout_workers=2",
     ),
     "train: unknown flag": (["train", "--nope", "3"], "Unrecognized options: --nope"),
+    "train: a mapping on the command line": (
+        ["train", "--env.name", "sacglam.envs.sanity:SayWord", "--env.kwargs", '{"max_steps": 2}'],
+        "--env.kwargs is a mapping, set in a run config",
+    ),
+    "evaluate: a mapping on the command line": (
+        ["evaluate", "--env.held-out-kwargs={}"],
+        "--env.held-out-kwargs is a mapping, set in a run config",
+    ),
+    "train: a Ray mapping on the command line": (
+        ["train", "--pipeline.resources.node_resources", "{}"],
+        "--pipeline.resources.node-resources is a mapping, set in a run config",
+    ),
+    "evaluate: a class the module does not have": (
+        ["evaluate", "--env.name", "sacglam.envs.sanity:Nope"],
+        "has no gymnasium.Env class 'Nope' (its classes: CarryWord, GoalCorridor, GoalTextEnv, SayWord)",
+    ),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),
     "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),

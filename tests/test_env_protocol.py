@@ -185,3 +185,10 @@ def test_a_success_on_the_last_allowed_step_under_gymnasiums_time_limit_is_recor
     assert len(finished) == 2
     for episode in finished:
         assert episode.terminated and not episode.truncated and episode.rewards == (0.0, 0.0, 1.0)
+
+
+def test_environments_an_outside_check_wrote_from_the_docs_alone_follow_the_protocol():
+    from tests.outside_envs import Keypad, Shelves
+
+    for env in (Shelves(), Keypad()):
+        assert check_environment(env) == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}

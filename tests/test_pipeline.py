@@ -539,3 +539,22 @@ def test_a_time_limit_ends_a_run_with_its_final_evaluation_and_a_checkpoint_resu
 def test_a_time_limit_must_be_positive():
     with pytest.raises(ValueError, match="time_limit_s"):
         TrainConfig(time_limit_s=0)
+
+
+def test_the_local_runner_runs_on_the_learner_threads_when_they_are_set(tmp_path, torch_threads):
+    """One process learns and acts in the local runner: `pipeline.resources.learner_threads` is
+    its torch thread count when set; unset, the count it found stays."""
+    from sacglam.config import ResourcesConfig
+    from sacglam.pipeline.components import build_local
+    from sacglam.runtime.storage import StoragePath
+
+    torch_threads(2)
+    for asked, expected in ((1, 1), (None, 2)):
+        cfg = tiny_pipeline_config(
+            tmp_path,
+            f"run{asked}",
+            pipeline=PipelineConfig(rollout_workers=2, resources=ResourcesConfig(learner_threads=asked)),
+        )
+        build_local(cfg, StoragePath(str(tmp_path / f"ckpt{asked}")), resuming=True)
+        assert torch.get_num_threads() == expected
+        torch.set_num_threads(2)

@@ -372,9 +372,18 @@ class GymnasiumSpec(EnvironmentSpec):
         try:
             return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
         except gymnasium.error.Error as error:
+            classes = sorted(
+                n
+                for n, v in vars(module).items()
+                if isinstance(v, type) and issubclass(v, gymnasium.Env) and v.__module__ == module.__name__
+            )
+            # gymnasium's own "not found" text suggests look-alike ids of its registry (`Hopper`): noise here
+            not_found = (gymnasium.error.UnregisteredEnv, gymnasium.error.NamespaceNotFound)
+            why = "" if isinstance(error, not_found) else f" ({error})"
             raise ValueError(
-                f"env.name {self.entry!r}: module {module_name!r} has no gymnasium.Env class {name!r}, and it "
-                f"registers no such environment id ({error})"
+                f"env.name {self.entry!r}: module {module_name!r} has no gymnasium.Env class {name!r} "
+                f"({'its classes: ' + ', '.join(classes) if classes else 'it defines none'}), and it registers "
+                f"no such environment id{why}"
             ) from error
 
     def held_out(self) -> EnvironmentSpec | None:

@@ -62,8 +62,8 @@ def build_local(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = Fal
     storage_class, args = storage_component(cfg)
     storage = LocalHandle(storage_class(*args, checkpoints) if args else storage_class())
     learner = LocalHandle(
-        LearnerService(cfg, storage, warm_start=not resuming)
-    )  # first: it seeds torch and builds the agent like the Ray learners
+        LearnerService(cfg, storage, threads=cfg.pipeline.resources.learner_threads, warm_start=not resuming)
+    )  # first: it seeds torch and builds the agent like the Ray learners; the process's threads
     inference = [LocalHandle(InferenceServer(cfg.agent)) for _ in range(cfg.pipeline.inference_actors)]
     workers = [
         LocalHandle(
