@@ -215,6 +215,10 @@ def test_a_newcomer_names_the_environment_and_nothing_else(tmp_path):
     assert done.returncode == 0, done.stderr
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["env"]["goals"] == "train" and saved["agent"]["lora_r"] == 0 and saved["agent"]["end_of_action"]
+    warm = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    said = [line for line in done.stdout.splitlines() if line.startswith(("warm start:", "warning: after"))]
+    assert len(said) == 1, done.stdout  # the measure on the console, whichever way it ended
+    assert f"{int(warm['warm_start/steps'])} " in said[0] and f"{warm['warm_start/kl_to_uniform']:.3g} nats" in said[0]
     missing = subprocess.run(
         [*command[:-1], "no_such_module:Env", *flags], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )

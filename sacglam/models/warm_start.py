@@ -171,3 +171,18 @@ def warm_start_warning(metrics: dict[str, float], target_kl: float | None, agent
         f"uniform on random play's states (mean KL(uniform || pi) {kl:.3g} nats, {target}; largest probability "
         f"{largest:.2f} on average, uniform {uniform:.2f}): it will hardly explore; {fix}"
     )
+
+
+def warm_start_summary(metrics: dict[str, float], target_kl: float | None) -> str | None:
+    """The line a run prints after a warm start that needs no warning (`warm_start_warning`): its
+    steps and how near uniform the untrained policy ended on random play's states, so that a
+    newcomer sees the measure without opening metrics.jsonl. None when no warm start ran."""
+    if "warm_start/kl_to_uniform" not in metrics:
+        return None
+    target = f"target {target_kl}" if target_kl is not None else "no target"
+    return (
+        f"warm start: {int(metrics['warm_start/steps'])} steps; the untrained policy is near uniform on random play's "
+        f"states (mean KL(uniform || pi) {metrics['warm_start/kl_to_uniform']:.3g} nats, {target}; largest "
+        f"probability {metrics['warm_start/largest_probability']:.2f} on average, uniform "
+        f"{metrics['warm_start/uniform_largest_probability']:.2f})"
+    )
