@@ -458,6 +458,9 @@ def _refuse_mapping_flags(flags: list[str]) -> None:
     options"."""
     for flag in flags:
         name = flag.split("=", 1)[0].replace("_", "-")
+        name = next(
+            (f for f in _MAPPING_FLAGS if name == f or name.startswith(f + ".")), name
+        )  # --env.kwargs.max-steps
         if name in _MAPPING_FLAGS:
             raise UsageError(
                 f"{name} is a mapping, set in a run config, not on the command line: write "

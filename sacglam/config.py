@@ -641,8 +641,9 @@ class ResourcesConfig:
     learner_threads: int | None = None
     """torch threads of each learner actor (None: its CPUs rounded down, at least 1). More threads
     than CPUs oversubscribes the cores, which pays when the other actors are mostly idle. The
-    local runner, one process that learns and acts, runs on this many when set (else torch's
-    default, one per core)."""
+    local runner, one process that learns and acts, runs on this many when set (else on the
+    process's count: torch's default, one per core, or a Tune trial's) and restores the count
+    when the run ends."""
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     """Ray placement-group strategy for the run's actors."""
     placement_timeout_s: float = 60.0

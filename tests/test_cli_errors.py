@@ -66,6 +66,14 @@ BAD_INPUTS = {
         ["train", "--pipeline.resources.node_resources", "{}"],
         "--pipeline.resources.node-resources is a mapping, set in a run config",
     ),
+    "train: a mapping's key as a flag": (
+        ["train", "--env.kwargs.max_steps", "2"],
+        "--env.kwargs is a mapping, set in a run config",
+    ),
+    "evaluate: a class a package does not have": (
+        ["evaluate", "--env.name", "sacglam.envs:Nope"],
+        "has no gymnasium.Env class 'Nope' (its classes: PlaygroundText)",
+    ),
     "evaluate: a class the module does not have": (
         ["evaluate", "--env.name", "sacglam.envs.sanity:Nope"],
         "has no gymnasium.Env class 'Nope' (its classes: CarryWord, GoalCorridor, GoalTextEnv, SayWord)",

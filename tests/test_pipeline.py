@@ -541,20 +541,24 @@ def test_a_time_limit_must_be_positive():
         TrainConfig(time_limit_s=0)
 
 
-def test_the_local_runner_runs_on_the_learner_threads_when_they_are_set(tmp_path, torch_threads):
+def test_the_local_runner_runs_on_the_learner_threads_when_they_are_set_and_gives_the_count_back(
+    tmp_path, torch_threads
+):
     """One process learns and acts in the local runner: `pipeline.resources.learner_threads` is
-    its torch thread count when set; unset, the count it found stays."""
+    its torch thread count during the run when set; unset, the count it found stays; either way
+    the caller has its count back after the run."""
     from sacglam.config import ResourcesConfig
-    from sacglam.pipeline.components import build_local
-    from sacglam.runtime.storage import StoragePath
 
     torch_threads(2)
     for asked, expected in ((1, 1), (None, 2)):
+        during: list[int] = []
         cfg = tiny_pipeline_config(
             tmp_path,
             f"run{asked}",
+            total_env_steps=64,
+            eval_episodes=0,
             pipeline=PipelineConfig(rollout_workers=2, resources=ResourcesConfig(learner_threads=asked)),
         )
-        build_local(cfg, StoragePath(str(tmp_path / f"ckpt{asked}")), resuming=True)
-        assert torch.get_num_threads() == expected
-        torch.set_num_threads(2)
+        run_pipeline(cfg, on_chunk=lambda _, seen=during: seen.append(torch.get_num_threads()), announce=lambda _: None)
+        assert during and set(during) == {expected}
+        assert torch.get_num_threads() == 2

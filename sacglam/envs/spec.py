@@ -372,10 +372,10 @@ class GymnasiumSpec(EnvironmentSpec):
         try:
             return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
         except gymnasium.error.Error as error:
-            classes = sorted(
+            classes = sorted(  # its own and those it imports (a package's re-exports), not gymnasium's
                 n
                 for n, v in vars(module).items()
-                if isinstance(v, type) and issubclass(v, gymnasium.Env) and v.__module__ == module.__name__
+                if isinstance(v, type) and issubclass(v, gymnasium.Env) and not v.__module__.startswith("gymnasium")
             )
             # gymnasium's own "not found" text suggests look-alike ids of its registry (`Hopper`): noise here
             not_found = (gymnasium.error.UnregisteredEnv, gymnasium.error.NamespaceNotFound)

@@ -96,7 +96,7 @@ def install_embedded_model(name: str, gguf: Path) -> Path:
         raise ModelNotFoundError(f"{name!r} is not an embedded model ({', '.join(sorted(EMBEDDED_MODELS))})")
 
     def convert(out: Path) -> None:
-        # no shard-writing bars in the middle of a run's output; the file parsed once, not four times
+        # no shard-writing bars in the middle of a run's output; the file parsed once, not three times
         with _quiet_loading(), read_each_gguf_once():
             _convert(out)
 

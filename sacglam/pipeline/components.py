@@ -63,7 +63,7 @@ def build_local(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = Fal
     storage = LocalHandle(storage_class(*args, checkpoints) if args else storage_class())
     learner = LocalHandle(
         LearnerService(cfg, storage, threads=cfg.pipeline.resources.learner_threads, warm_start=not resuming)
-    )  # first: it seeds torch and builds the agent like the Ray learners; the process's threads
+    )  # first: it seeds torch and builds the agent like the Ray learners (and sets the process's threads)
     inference = [LocalHandle(InferenceServer(cfg.agent)) for _ in range(cfg.pipeline.inference_actors)]
     workers = [
         LocalHandle(

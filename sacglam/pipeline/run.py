@@ -81,6 +81,7 @@ def run_pipeline(
                 (local / METRICS_FILE).write_bytes((run_dir / METRICS_FILE).read_bytes())
     logger = MetricsLogger(local, keep_until=resumed_at, mirror=None if run_dir.is_local else run_dir)
     torch.manual_seed(cfg.seed)
+    threads = torch.get_num_threads()  # the local runner's learner may set its own: given back at the end
     try:
         if cfg.runner == "ray":
             from sacglam.pipeline.ray_cluster import auth_note, build_ray
@@ -92,6 +93,7 @@ def run_pipeline(
             parts = build_local(cfg, store.root, resuming=latest is not None)
     except BaseException:
         logger.close()
+        torch.set_num_threads(threads)
         raise
     try:
         if latest is not None:
@@ -121,6 +123,7 @@ def run_pipeline(
     finally:
         logger.close()
         parts.close()
+        torch.set_num_threads(threads)
 
 
 def _progress_safe(announce: Callable[[str], None]) -> Callable[[str], None]:
