@@ -13,11 +13,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
 import sys
 import time
+import types
+import typing
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -407,7 +410,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         )
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
-    _refuse_mapping_flags(rest)
+    _refuse_mapping_flags(cls, rest)
     default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
@@ -445,26 +448,36 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     return parsed
 
 
-_MAPPING_FLAGS = {  # flag -> how a YAML run config sets it
-    "--env.kwargs": "env: {name: my_env:MyEnv, kwargs: {max_steps: 6}}",
-    "--env.held-out-kwargs": "env: {name: my_env:MyEnv, held_out_kwargs: {split: test}}",
-    "--pipeline.resources.node-resources": "pipeline: {resources: {node_resources: {rollout-worker: {env_node: 1}}}}",
-}
+def _mapping_keys(cls: type, prefix: str = "") -> list[str]:
+    """The dotted keys of `cls`'s mapping fields, nested configs included (`env.kwargs`): the
+    command line's parser cannot read a mapping, so the configs hide these from it."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    keys = []
+    for field in dataclasses.fields(cls):
+        hint = hints[field.name]
+        if typing.get_origin(hint) is typing.Annotated:
+            hint = typing.get_args(hint)[0]
+        options = (
+            [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
+        )
+        if any(typing.get_origin(a) is dict for a in options):
+            keys.append(prefix + field.name)
+        elif len(options) == 1 and isinstance(options[0], type) and dataclasses.is_dataclass(options[0]):
+            keys += _mapping_keys(options[0], f"{prefix}{field.name}.")
+    return keys
 
 
-def _refuse_mapping_flags(flags: list[str]) -> None:
-    """Mappings (`env.kwargs`, `env.held_out_kwargs`, `pipeline.resources.node_resources`) are
-    beyond the command line's parser: say where they go instead of tyro's bare "Unrecognized
-    options"."""
-    for flag in flags:
-        name = flag.split("=", 1)[0].replace("_", "-")
-        name = next(
-            (f for f in _MAPPING_FLAGS if name == f or name.startswith(f + ".")), name
-        )  # --env.kwargs.max-steps
-        if name in _MAPPING_FLAGS:
+def _refuse_mapping_flags(cls: type, flags: list[str]) -> None:
+    """A mapping field given as a flag (`--env.kwargs '{...}'`, `--env.kwargs.max-steps 2`): say
+    where it goes instead of tyro's bare "Unrecognized options"."""
+    for key in _mapping_keys(cls):
+        flag = "--" + key.replace("_", "-")
+        if any((f.split("=", 1)[0].replace("_", "-") + ".").startswith(flag + ".") for f in flags):
+            parts = key.split(".")
+            yaml = "".join(f"{p}: {{" for p in parts) + "..." + "}" * len(parts)
             raise UsageError(
-                f"{name} is a mapping, set in a run config, not on the command line: write "
-                f"`{_MAPPING_FLAGS[name]}` in a YAML file and pass --config FILE (other flags still override it)"
+                f"{flag} is a mapping, set in a run config, not on the command line: write `{yaml}` in a "
+                "YAML file and pass --config FILE (other flags still override it)"
             )
 
 

@@ -146,43 +146,31 @@ def language_warm_start(
     }
 
 
-def warm_start_warning(metrics: dict[str, float], target_kl: float | None, agent: AgentConfig) -> str | None:
-    """The one line a run prints when its warm start (`language_warm_start`'s metrics) ended with
-    the policy still far from uniform: above `target_kl`, or, without a target, with a largest
-    probability over twice the uniform policy's. Names the likely cause: LoRA on a
-    random-initialised model cannot reshape its output; without an end-of-action token an action
-    that is a prefix of another (on some of the measured states) outscores it; otherwise the step
-    cap was too small."""
+def warm_start_line(metrics: dict[str, float], target_kl: float | None, agent: AgentConfig) -> str | None:
+    """The one line a run prints after its warm start (`language_warm_start`'s metrics; None when
+    none ran): the measure, and, when the policy ended still far from uniform (above
+    `target_kl`, or, without a target, a largest probability over twice the uniform policy's), a
+    warning naming the likely cause: LoRA on a random-initialised model cannot reshape its output;
+    without an end-of-action token an action that is a prefix of another (on some of the measured
+    states) outscores it; otherwise the step cap was too small."""
     if "warm_start/kl_to_uniform" not in metrics:
         return None
     kl, largest = metrics["warm_start/kl_to_uniform"], metrics["warm_start/largest_probability"]
     uniform = metrics["warm_start/uniform_largest_probability"]
+    steps = int(metrics["warm_start/steps"])
+    measure = (
+        f"mean KL(uniform || pi) {kl:.3g} nats, {f'target {target_kl}' if target_kl is not None else 'no target'}; "
+        f"largest probability {largest:.2f} on average, uniform {uniform:.2f}"
+    )
     if (target_kl is not None and kl <= target_kl) or (target_kl is None and largest <= 2 * uniform):
-        return None
+        return f"warm start: {steps} steps; the untrained policy is near uniform on random play's states ({measure})"
     if agent.random_initialised and agent.lora_rank > 0:
         fix = "agent.lora_r is set on a random-initialised model, whose frozen random weights LoRA cannot reshape: unset it (0: every weight trains)"
     elif not agent.scores_end_of_action and metrics.get("warm_start/prefix_states", 0) > 0:
         fix = "agent.end_of_action is off and some candidates are prefixes of others, which then outscore them: turn it on"
     else:
         fix = "raise warm_start_steps"
-    target = f"target {target_kl}" if target_kl is not None else "no target"
     return (
-        f"warning: after {int(metrics['warm_start/steps'])} warm-start steps the untrained policy is still far from "
-        f"uniform on random play's states (mean KL(uniform || pi) {kl:.3g} nats, {target}; largest probability "
-        f"{largest:.2f} on average, uniform {uniform:.2f}): it will hardly explore; {fix}"
-    )
-
-
-def warm_start_summary(metrics: dict[str, float], target_kl: float | None) -> str | None:
-    """The line a run prints after a warm start that needs no warning (`warm_start_warning`): its
-    steps and how near uniform the untrained policy ended on random play's states, so that a
-    newcomer sees the measure without opening metrics.jsonl. None when no warm start ran."""
-    if "warm_start/kl_to_uniform" not in metrics:
-        return None
-    target = f"target {target_kl}" if target_kl is not None else "no target"
-    return (
-        f"warm start: {int(metrics['warm_start/steps'])} steps; the untrained policy is near uniform on random play's "
-        f"states (mean KL(uniform || pi) {metrics['warm_start/kl_to_uniform']:.3g} nats, {target}; largest "
-        f"probability {metrics['warm_start/largest_probability']:.2f} on average, uniform "
-        f"{metrics['warm_start/uniform_largest_probability']:.2f})"
+        f"warning: after {steps} warm-start steps the untrained policy is still far from uniform on random play's "
+        f"states ({measure}): it will hardly explore; {fix}"
     )

@@ -15,7 +15,7 @@ import torch
 from sacglam.config import TrainConfig
 from sacglam.learner.service import LearnerService
 from sacglam.models.loading import bfloat16_on_cpu_warning, check_model
-from sacglam.models.warm_start import warm_start_summary, warm_start_warning
+from sacglam.models.warm_start import warm_start_line
 from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
@@ -111,8 +111,7 @@ def run_pipeline(
             warm = resolve(parts.learners[0].call(LearnerService.warm_start))
             if warm:
                 logger.log(0, warm)
-                line = warm_start_warning(warm, cfg.warm_start_target_kl, cfg.agent)
-                line = line or warm_start_summary(warm, cfg.warm_start_target_kl)
+                line = warm_start_line(warm, cfg.warm_start_target_kl, cfg.agent)
                 if line:
                     announce(line)
         announce(f"curves, live: {tensorboard_command(local)}  (then open http://localhost:6006)")
