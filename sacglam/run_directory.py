@@ -44,3 +44,32 @@ def create_run_directory(directory: StoragePath) -> None:
 def write_run_config(cfg: TrainConfig) -> None:
     """`<output_dir>/config.json`: the whole config, as `--resume` reads it back."""
     (StoragePath(cfg.output_dir) / "config.json").write_text(json.dumps(asdict(cfg), indent=2, default=str))
+
+
+NOT_SETTINGS = ("resume", "output_dir")  # where the run is, not how it runs
+
+
+def _flat(data: object, prefix: str = "") -> dict[str, object]:
+    """{"sac.gamma": 0.99, ...}: nested mappings flattened to dotted names."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return out
+
+
+def changed_settings(cfg: TrainConfig) -> list[str]:
+    """A resume's settings that differ from the run's `config.json`, as "name saved -> now" (dotted
+    names, sorted); a setting the file lacks (a run written before it existed) is not listed, nor
+    anything when the run has no config.json."""
+    file = StoragePath(cfg.output_dir) / "config.json"
+    if not file.is_file():
+        return []
+    saved = _flat(json.loads(file.read_text()))
+    now = _flat(json.loads(json.dumps(asdict(cfg), default=str)))
+    return [
+        f"{name} {json.dumps(saved[name])} -> {json.dumps(value)}"
+        for name, value in sorted(now.items())
+        if name.split(".")[0] not in NOT_SETTINGS and name in saved and saved[name] != value
+    ]

@@ -2,6 +2,7 @@
 files the run's `MetricsLogger` writes, with the logged values, and picks up what the run appends
 while it runs. (The page itself in headless Chromium, and Prometheus: `benchmarks/live_curves.py`.)"""
 
+import csv
 import json
 import shlex
 import subprocess
@@ -73,3 +74,38 @@ def test_the_command_names_the_run_folder_relative_when_it_can(tmp_path, monkeyp
 def test_a_run_folder_with_a_space_gives_a_command_a_shell_reads_back(tmp_path):
     words = shlex.split(tensorboard_command(tmp_path / "my run"))
     assert words[-2:] == ["--logdir", str(tmp_path / "my run" / "tensorboard")]
+
+
+def _naive_csv(records: list[dict]) -> list[dict[str, str]]:
+    """The CSV a reader expects: every record, the union of their keys, absent ones empty."""
+    columns = []
+    for record in records:
+        columns += [k for k in record if k not in columns]
+    return [{c: "" if c not in r else str(r[c]) for c in columns} for r in records]
+
+
+def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends_when_none_is_new(tmp_path):
+    logger = MetricsLogger(tmp_path)
+    records = [
+        {"env_steps": 0, "a": 1.5},
+        {"env_steps": 64, "a": 2.5, "b": 3},
+        {"env_steps": 128, "b": 4},
+        {"env_steps": 192, "a": 0.5},
+    ]
+    sizes = []
+    for record in records:
+        logger.log(record["env_steps"], {k: v for k, v in record.items() if k != "env_steps"})
+        sizes.append((tmp_path / "metrics.csv").stat().st_size)
+    logger.close()
+    with (tmp_path / "metrics.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == _naive_csv(records)
+    with (tmp_path / "metrics.csv").open(newline="") as f:
+        lines = f.read().splitlines()
+    # a record without a new column adds exactly its own line to the file (not a rewrite)
+    assert sizes[3] - sizes[2] == len(lines[-1]) + 2  # csv's \r\n
+
+    resumed = MetricsLogger(tmp_path, keep_until=64)  # a resume from env step 64 drops the later records
+    resumed.log(128, {"c": 7})
+    resumed.close()
+    with (tmp_path / "metrics.csv").open(newline="") as f:
+        assert list(csv.DictReader(f)) == _naive_csv([*records[:2], {"env_steps": 128, "c": 7}])

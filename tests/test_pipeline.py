@@ -319,9 +319,12 @@ def test_stop_when_ends_a_run_at_the_evaluation_it_accepts_checkpointed_and_resu
         checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped < 1024
     )
 
-    run_pipeline(replace(cfg, resume=cfg.output_dir), announce=lambda _: None)
+    said = []  # a resume with a larger budget says which settings differ from the run's config.json
+    run_pipeline(replace(cfg, resume=cfg.output_dir, total_env_steps=1280), announce=said.append)
     rows = [json.loads(x) for x in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["env_steps"] for r in rows) >= 1024
+    assert max(r["env_steps"] for r in rows) >= 1280
+    changed = [line for line in said if line.startswith("resuming with settings that differ")]
+    assert len(changed) == 1 and changed[0].split(": ", 1)[1].startswith("total_env_steps 1024 -> 1280 (this session")
 
 
 def test_a_fresh_run_refuses_a_directory_with_checkpoints_and_resume_needs_one(tmp_path):
@@ -562,3 +565,15 @@ def test_the_local_runner_runs_on_the_learner_threads_when_they_are_set_and_give
         run_pipeline(cfg, on_chunk=lambda _, seen=during: seen.append(torch.get_num_threads()), announce=lambda _: None)
         assert during and set(during) == {expected}
         assert torch.get_num_threads() == 2
+
+
+def test_a_resumes_changed_settings_are_named_with_dotted_names_and_nothing_else(tmp_path):
+    from sacglam.run_directory import changed_settings, write_run_config
+
+    cfg = _cfg(tmp_path, "run")
+    cfg.output_dir.mkdir(parents=True)
+    assert changed_settings(cfg) == []  # no config.json yet: nothing to compare with
+    write_run_config(cfg)
+    resumed = replace(cfg, resume=cfg.output_dir, sac=replace(cfg.sac, gamma=0.5), seed=cfg.seed + 1)
+    assert changed_settings(resumed) == [f"sac.gamma {cfg.sac.gamma} -> 0.5", f"seed {cfg.seed} -> {cfg.seed + 1}"]
+    assert changed_settings(replace(cfg, resume=cfg.output_dir)) == []

@@ -142,6 +142,15 @@ def test_ratio_mode_batches_are_half_relabeled():
         batch = buffer.sample(128, mode="ratio")
         assert int(batch.relabeled.sum()) == 64
     assert 0.7 < buffer.sample(2000, mode="uniform").relabeled.float().mean() < 1.0
+    # a batch whose share is not whole (a learner's part of it): each batch rounds up or down,
+    # and on average the fraction asked for holds (rounding to nearest gave 0 of 1, 2 of 3)
+    for size, fraction in ((1, 0.5), (3, 0.5), (7, 0.3)):
+        counts = [
+            int(buffer.sample(size, mode="ratio", relabeled_fraction=fraction).relabeled.sum()) for _ in range(2000)
+        ]
+        low = int(size * fraction)
+        assert set(counts) == {low, low + 1}
+        assert abs(sum(counts) / 2000 - size * fraction) < 0.05  # sd of the mean about 0.011
 
 
 def test_ratio_mode_without_relabels_uses_environment_transitions():
@@ -224,3 +233,34 @@ def test_capacity_counts_environment_transitions_and_relabels_go_with_their_epis
     assert buffer.env_transitions == 6 and buffer.episodes == 2
     assert buffer.relabeled_transitions == 2 and len(buffer) == 8
     assert "Grasp red cat" not in set(buffer.sample(200).goals)
+
+
+def test_a_resumed_replay_actor_follows_the_runs_settings_not_the_saved_ones(tmp_path):
+    """A resume that changes gamma, the capacity or the relabel cap: the restored buffer's targets
+    are discounted as the learner is told (the same samples as a buffer built with the new gamma),
+    and a smaller capacity holds from the first sample on."""
+    from sacglam.config import EnvConfig, SACConfig
+    from sacglam.replay_actor.service import SNAPSHOT, ReplayService
+    from sacglam.runtime.checkpoint import CheckpointStore
+
+    episodes = recorded_episodes(steps=100)
+    saved = ReplayService(SACConfig(gamma=0.99, buffer_capacity=20_000), EnvConfig(), seed=3)
+    for episode in episodes:
+        saved.add_episodes([episode])
+    store = CheckpointStore(tmp_path / "checkpoints")
+    tmp = store.begin(800)
+    saved.save(tmp)
+    store.commit(tmp, 800)
+
+    resumed = ReplayService(SACConfig(gamma=0.5, buffer_capacity=20_000), EnvConfig(), seed=3, checkpoints=store.root)
+    built_so = ReplayService(SACConfig(gamma=0.5, buffer_capacity=20_000), EnvConfig(), seed=3)
+    for episode in episodes:
+        built_so.add_episodes([episode])
+    a, b = resumed.sample(128), built_so.sample(128)
+    assert a.observations == b.observations and a.goals == b.goals
+    assert (a.discount == b.discount).all() and (a.reward == b.reward).all()
+    assert set(np.unique(a.discount.numpy()).round(6)) <= {0.5, 0.25, 0.125}  # 0.5**k, k <= n_step
+
+    small = ReplayService(SACConfig(buffer_capacity=200), EnvConfig(), seed=3, checkpoints=store.root)
+    assert 0 < small.buffer.env_transitions <= 200 < saved.buffer.env_transitions
+    assert SNAPSHOT in {path.name for path in store.latest().children()}

@@ -63,7 +63,8 @@ def n_step_target(
             truncation is not terminal: it bootstraps from the state it stopped in.
         next_log_pi: (B, C') log pi(.|s_{t+k}) from the current policy.
         next_q_target: (B, C') Q_target(s_{t+k}, .); with twin critics, the element-wise minimum.
-        next_mask: (B, C') candidates of s_{t+k}.
+        next_mask: (B, C') candidates of s_{t+k}: at least one in every row that is not terminal
+            (a row without any would get V = 0; the encoder refuses a state without candidates).
         alpha: the entropy coefficient.
     Returns (B,), without gradient.
     """

@@ -75,6 +75,7 @@ class MetricsLogger:
         self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"
         self._columns: list[str] | None = None
+        self._column_set: set[str] = set()
         # flushed every 2 s by the writer's thread: a TensorBoard reading the run live sees each record
         # within seconds (tensorboardX's default is 2 minutes)
         self._tensorboard = SummaryWriter(str(self.directory / TENSORBOARD_DIR), flush_secs=2)
@@ -92,14 +93,17 @@ class MetricsLogger:
             listener(env_steps, values)
 
     def _write_csv(self) -> None:
-        # Columns are the union of every key seen so far; the file is rewritten when a new one appears.
-        columns = list(dict.fromkeys(k for row in self._rows for k in row))
-        if columns != self._columns:
-            self._columns = columns
-            rows = self._rows
-            mode = "w"
+        # Columns are the union of every key seen so far, in order of first appearance; the file is
+        # rewritten only when a record brings a new one (the first records of a run), else the record
+        # is appended: a log costs the same at the run's end as at its start.
+        if self._columns is None:  # the first write of this session: the kept records' columns
+            self._columns = list(dict.fromkeys(k for row in self._rows for k in row))
+            rows, mode = self._rows, "w"
         else:
-            rows, mode = self._rows[-1:], "a"
+            new = [k for k in self._rows[-1] if k not in self._column_set]
+            self._columns.extend(new)
+            rows, mode = (self._rows, "w") if new else (self._rows[-1:], "a")
+        self._column_set = set(self._columns)
         with self._csv_path.open(mode, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self._columns)
             if mode == "w":

@@ -20,7 +20,13 @@ from sacglam.pipeline.components import build_local
 from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
 from sacglam.report import METRICS_FILE
-from sacglam.run_directory import RunDirectoryError, create_run_directory, reachable_run_directory, write_run_config
+from sacglam.run_directory import (
+    RunDirectoryError,
+    changed_settings,
+    create_run_directory,
+    reachable_run_directory,
+    write_run_config,
+)
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, resolve
 from sacglam.runtime.storage import download_dir, staging_dir, write_torch
@@ -71,6 +77,11 @@ def run_pipeline(
     create_run_directory(run_dir)
     if cfg.resume is None:
         write_run_config(cfg)
+    elif changed := changed_settings(cfg):
+        announce(
+            f"resuming with settings that differ from {run_dir / 'config.json'}: {'; '.join(changed)} "
+            "(this session only: config.json keeps the run's own, so a later --resume needs them again)"
+        )
     resumed_at = json.loads((latest / "driver.json").read_text())["env_steps"] if latest else None
     local = staging_dir(run_dir)  # metrics are appended here, and copied to a remote run_dir
     if not run_dir.is_local:

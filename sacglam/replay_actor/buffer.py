@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from collections import deque
 from collections.abc import Sequence
@@ -267,7 +268,7 @@ class ReplayBuffer:
             if not 0.0 <= relabeled_fraction <= 1.0:
                 raise ValueError(f"relabeled_fraction must be in [0, 1], got {relabeled_fraction}")
             has_relabels = len(self._pools[RELABELED_POOL]) > 0
-            n_relabeled = round(batch_size * relabeled_fraction) if has_relabels else 0
+            n_relabeled = self._relabeled_count(batch_size * relabeled_fraction) if has_relabels else 0
             relabeled_draw = self._pools[RELABELED_POOL].draw(self.rng, n_relabeled)
             draw = concatenate([relabeled_draw, self._pools[ENV_POOL].draw(self.rng, batch_size - n_relabeled)])
         elif mode == "prior":
@@ -275,6 +276,13 @@ class ReplayBuffer:
         else:
             raise ValueError(f"unknown sampling mode {mode!r}; choose uniform, ratio or prior")
         return self._transitions(draw, n_step)
+
+    def _relabeled_count(self, expected: float) -> int:
+        """`expected` rounded up or down at random so that its mean is exact: a small batch (a
+        learner's share of it, say 3 rows) keeps the asked fraction on average, where rounding
+        would bias it. A whole `expected` draws nothing from the generator."""
+        whole = math.floor(expected)
+        return whole + int(expected > whole and self.rng.random() < expected - whole)
 
     def _draw_prior(self, batch_size: int) -> EntryDraw:
         share = self.env.type_shares()
@@ -418,3 +426,13 @@ class ReplayBuffer:
         buffer.added_relabels = header["added_relabels"]
         buffer.rng.bit_generator.state = header["rng"]
         return buffer
+
+    def follow(self, capacity: int, gamma: float, her: bool, her_max_goals: int | None) -> None:
+        """Take a resumed run's settings in place of the saved ones (`load` restores the saved):
+        `gamma` discounts every target sampled from now on, as the learner's settings say; a
+        smaller `capacity` evicts the oldest episodes now; `her` and `her_max_goals` decide the
+        relabels of the episodes added from now on (those stored keep theirs)."""
+        if capacity < 1 or not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"capacity must be >= 1 and gamma in [0, 1], got {capacity}, {gamma}")
+        self.capacity, self.gamma, self.her, self.her_max_goals = capacity, gamma, her, her_max_goals
+        self._evict()

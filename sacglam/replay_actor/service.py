@@ -30,6 +30,8 @@ class ReplayService:
         if latest is not None:
             with (latest / SNAPSHOT).reading_locally() as snapshot:
                 self.buffer = ReplayBuffer.load(snapshot, env=spec)
+            # a resume may change these (the run announces it): the buffer follows the run's settings
+            self.buffer.follow(sac.buffer_capacity, sac.gamma, sac.her, sac.her_max_goals)
             self.restored_from: str | None = str(latest)
         else:
             self.buffer = ReplayBuffer(
