@@ -100,6 +100,7 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
         changes["eval_episodes"] = cfg.episodes
     same_episodes = not cfg.env_given and "eval_episodes" not in changes
     run_cfg = replace(run_cfg, **changes)
+    run_cfg.env.spec().prepare()  # an environment that does not answer as the protocol says: one line, now
     parts = training_evaluation(run_cfg)  # the run's own parts: episodes and sampling seeds
     trained = [run_agent_part(agent, part) for part in parts]
     figures = summarize_evaluation(parts, trained)
@@ -151,6 +152,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     _check_output(cfg.output)
     environments = cfg.environments()
     for label, env in environments:  # an expert asked for by name must exist: say so before anything runs
+        env.spec().prepare()
         if "expert" in cfg.policies and not env.spec().has_expert:
             raise UsageError(
                 f"{label} has no expert (an `expert_action()` method, docs/environments.md): drop expert from --policies"

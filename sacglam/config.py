@@ -23,6 +23,24 @@ DEFAULT_EVAL_VARIANTS: tuple[Variant, ...] = ("simple", "full")
 _BABYAI_VARIANTS = {"babyai-goto": "GoToLocal", "babyai-pickup": "PickupLocal", "babyai-mixed": "MixedLocal"}
 
 
+# The EnvConfig fields each kind of environment reads (`name` and `goals` for all): what a person
+# is shown of a run's environment (a model card), without the settings it never received.
+_ENV_FIELDS_READ = {
+    "playground-text": ("n_objects", "max_steps", "step_latency_ms"),
+    "babyai-text": ("level", "n_objects", "room_size", "max_steps"),
+    "textworld": ("tw_challenge", "tw_levels", "tw_games", "tw_game_path", "tw_held_out_game_path", "max_steps"),
+}
+_PROTOCOL_FIELDS_READ = ("kwargs", "held_out_kwargs")
+
+
+def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:
+    """`env` (an EnvConfig as a dict, e.g. from a run's config.json) cut to the settings its kind
+    of environment reads; a protocol environment's empty `kwargs` and absent twin are left out too."""
+    name = env.get("name", "playground-text")
+    fields = ("name", "goals", *_ENV_FIELDS_READ.get(name, _PROTOCOL_FIELDS_READ))
+    return {k: env[k] for k in fields if k in env and (env[k] not in ({}, None) or name in _ENV_FIELDS_READ)}
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """The environment (`docs/environments.md`): Playground-Text by default, BabyAI-Text,
@@ -910,8 +928,13 @@ class TrainConfig:
             )
         if self.time_limit_s is not None and self.time_limit_s <= 0:
             raise ValueError(f"time_limit_s must be > 0 seconds (or unset for no limit), got {self.time_limit_s}")
-        if min(self.num_envs, self.total_env_steps, self.eval_every, self.log_every) < 1:
-            raise ValueError("num_envs, total_env_steps, eval_every and log_every must be >= 1")
+        below = [
+            f"{name}={getattr(self, name)}"
+            for name in ("num_envs", "total_env_steps", "eval_every", "log_every")
+            if getattr(self, name) < 1
+        ]
+        if below:
+            raise ValueError(f"{', '.join(below)}: num_envs, total_env_steps, eval_every and log_every must be >= 1")
         if self.eval_episodes < 0:
             raise ValueError(f"eval_episodes must be >= 0 (0: no evaluation), got {self.eval_episodes}")
         if not self.eval_modes or len(set(self.eval_modes)) != len(self.eval_modes):

@@ -163,6 +163,8 @@ def export_run(run_dir: str, out: Path) -> Path:
 
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file: give a directory for the export")
+    if out.is_dir() and any(out.iterdir()):  # an earlier export's files would be overwritten or mixed in
+        raise ExportError(f"{out} is not empty (an earlier export?): give a new directory, or remove this one first")
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     # Exported in float32 on the CPU, unquantized: the trained tensors are float32 whatever the
     # base was, and a 4-bit base's adapter is the same adapter (never merged into it).
@@ -269,6 +271,8 @@ def _name_base(adapter_config: Path, name: str) -> None:
 
 
 def model_card(settings: dict, run_dir: str) -> str:
+    from sacglam.config import env_settings_read
+
     agent, policy, base = settings["agent"], settings["policy"], settings["base_model"]
     evaluation = settings["last_evaluation"]
     figures = "\n".join(
@@ -310,6 +314,7 @@ def model_card(settings: dict, run_dir: str) -> str:
         end = ", then the end-of-sequence token" if policy["end_of_action_token"] is not None else ""
         scored = f"each candidate is scored after the prompt (its text with a leading space, no special tokens{end})"
     critic = "`critic.safetensors`, described by `critic.json`" if settings["critic"] else "none"
+    peft_import = "from peft import PeftModel\n" if lora else ""  # a whole-model export needs no peft
     return f"""# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
 
 Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps.
@@ -317,7 +322,7 @@ Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {setting
 - **Base model**: `{base["name"]}` (loaded from `{base["loaded_from"]}`). {base["note"]}
 - **Weights**: {weights}.
 - **Critic**: {critic}.
-- **Environment**: `{json.dumps(settings["env"])}`.
+- **Environment**: `{json.dumps(env_settings_read(settings["env"]))}` (all its settings: `sacglam.json`).
 - **Policy**: for a state, the prompt is {policy["prompt"]}; {scored}, as the **{policy["scoring"]}**
   of its tokens' log-probabilities; the policy is the softmax of these scores over the state's candidates.
 
@@ -331,8 +336,7 @@ Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {setting
 
 ```python
 from transformers import {auto}, AutoTokenizer
-from peft import PeftModel
-{load}
+{peft_import}{load}
 ```
 
 Made with `sacglam export {run_dir} OUT`; `sacglam.json` holds every setting of the agent.

@@ -78,6 +78,21 @@ BAD_INPUTS = {
         ["evaluate", "--env.name", "sacglam.envs.sanity:Nope"],
         "has no gymnasium.Env class 'Nope' (its classes: CarryWord, GoalCorridor, GoalTextEnv, SayWord)",
     ),
+    "evaluate: a module a package does not have (misspelt)": (
+        ["evaluate", "--env.name", "sacglam.envs.sanityy:SayWord"],
+        "cannot import module 'sacglam.envs.sanityy' (No module named 'sacglam.envs.sanityy'); package "
+        "'sacglam.envs' has ",
+    ),
+    "evaluate: a class named with a dot for the colon": (
+        ["evaluate", "--env.name", "sacglam.envs.sanity.SayWord"],
+        "a class is named module:Class, e.g. sacglam.envs.sanity:SayWord",
+    ),
+    "evaluate: an environment whose info lists no candidates": (
+        ["evaluate", "--env.name", "tests.test_env_spec:NoCandidates", "--episodes", "2"],
+        "NoCandidates does not follow the environment protocol: reset: info has no 'candidates'",
+    ),
+    "train: a zero budget setting is named": (["train", "--eval-every", "0"], "eval_every=0: num_envs"),
+    "evaluate: a run directory that does not exist": (["evaluate", "--run", "{tmp}/none"], "none does not exist"),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),
     "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),

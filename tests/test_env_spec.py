@@ -6,13 +6,27 @@ from __future__ import annotations
 
 import random
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
+import gymnasium
 import numpy as np
 import pytest
 
 from sacglam.envs.babyai import ACTIONS, BabyAIText
 from sacglam.envs.goals import GOAL_SETS, GOAL_TYPES, goal_type, goal_type_shares
-from sacglam.envs.spec import ALL_TYPES, BabyAISpec, ExpertUnavailableError, GymnasiumSpec, PlaygroundSpec
+from sacglam.envs.protocol import EnvironmentProtocolError
+from sacglam.envs.spec import (
+    ALL_TYPES,
+    BabyAISpec,
+    EnvironmentArgumentsError,
+    EnvironmentNameError,
+    ExpertUnavailableError,
+    GymnasiumSpec,
+    PlaygroundSpec,
+)
 from sacglam.envs.vector import PlaygroundTextVector
 from sacglam.models.tiny import SPECIAL_TOKENS, playground_vocabulary
 
@@ -91,3 +105,60 @@ def test_any_protocol_environment_by_gymnasium_id_or_module_and_class():
 def test_a_bad_name_fails_at_once_with_the_reason(entry, message):
     with pytest.raises(Exception, match=message):
         GymnasiumSpec(entry)
+
+
+class NoCandidates(gymnasium.Env):
+    """Forgets the protocol's `candidates` (a newcomer's first environment, say)."""
+
+    observation_space = action_space = gymnasium.spaces.Text(max_length=64)
+
+    def reset(self, *, seed=None, options=None):
+        return "A lamp.", {}
+
+    def step(self, action):
+        return "A lamp.", 0.0, True, False, {}
+
+
+class Split(NoCandidates):
+    """Refuses a split it does not know, as an environment's own argument check does."""
+
+    def __init__(self, split: str = "train"):
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', not {split!r}")
+
+
+def test_an_environment_that_refuses_its_arguments_fails_in_one_line_that_reproduces_the_traceback():
+    spec = GymnasiumSpec("tests.test_env_spec:Split", held_out_kwargs={"split": "tset"})
+    with pytest.raises(EnvironmentArgumentsError) as refused:
+        spec.held_out()
+    message = refused.value.one_line()
+    assert message.startswith(
+        "env.name 'tests.test_env_spec:Split' with keyword arguments {'split': 'tset'} (env.kwargs with "
+        "env.held_out_kwargs) failed: ValueError: split must be 'train' or 'test', not 'tset'; the traceback: "
+    )
+    command = shlex.split(message.rsplit("the traceback: ", 1)[1])  # as a shell reads it
+    assert command[:2] == ["python", "-c"]
+    root = Path(__file__).resolve().parents[1]
+    ran = subprocess.run([sys.executable, "-c", command[2]], cwd=root, capture_output=True, text=True)
+    assert ran.returncode == 1 and ran.stderr.strip().endswith(
+        "ValueError: split must be 'train' or 'test', not 'tset'"
+    )
+
+
+def test_a_module_whose_own_import_is_missing_names_that_import(tmp_path, monkeypatch):
+    package = tmp_path / "pantry_pkg_for_import_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "env.py").write_text("import no_such_dependency_abc\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the spec puts the working directory on it
+    with pytest.raises(EnvironmentNameError, match="imports 'no_such_dependency_abc', which is not installed"):
+        GymnasiumSpec("pantry_pkg_for_import_test.env:Pantry")
+    with pytest.raises(EnvironmentNameError, match="package 'pantry_pkg_for_import_test' has env; run from"):
+        GymnasiumSpec("pantry_pkg_for_import_test.envs:Pantry")
+
+
+def test_prepare_checks_the_first_reset_of_the_environment_and_its_twin():
+    with pytest.raises(EnvironmentProtocolError, match="reset: info has no 'candidates'"):
+        GymnasiumSpec("tests.test_env_spec:NoCandidates").prepare()
+    GymnasiumSpec("tests.test_env_protocol:Corridor", held_out_kwargs={}).prepare()  # one that follows it

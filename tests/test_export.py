@@ -82,7 +82,15 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     settings = json.loads((out / "sacglam.json").read_text())
     assert settings["env_steps"] >= 128 and settings["last_evaluation"]["env_steps"] >= 128
     assert settings["policy"]["scoring"] == "sum" and settings["policy"]["prompt_template"] == "plain"
-    assert "## Loading it without sacglam" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "## Loading it without sacglam" in card
+    assert ("from peft import PeftModel" in card) == bool(agent.lora_rank)  # a whole model needs no peft
+    assert '"n_objects": 3' in card and "tw_games" not in card  # the settings its environment reads
+    # a second export into the same folder would overwrite or mix in files: refused, nothing touched
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(SystemExit) as refused:
+        main(["export", str(cfg.output_dir), str(out)])
+    assert refused.value.code == 2 and sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
     # the agent as the run left it: its final checkpoint's trainable state
     from sacglam.runtime.checkpoint import CheckpointStore

@@ -22,6 +22,8 @@ from typing import Any
 
 import gymnasium
 
+from sacglam.errors import UserInputError
+
 GOAL_PREFIX = "Goal: "
 
 
@@ -29,7 +31,7 @@ class InvalidActionError(ValueError):
     """An action text that is not among the environment's current candidates."""
 
 
-class EnvironmentProtocolError(ValueError):
+class EnvironmentProtocolError(UserInputError, ValueError):
     """An environment does not follow the protocol; the message names what is wrong."""
 
 
@@ -83,6 +85,27 @@ def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     if "goal_type" in info and not isinstance(info["goal_type"], str):
         problems.append(f"{where}: info['goal_type'] must be a str, got {info['goal_type']!r}")
     return problems
+
+
+def check_first_reset(env: gymnasium.Env, seed: int = 0) -> None:
+    """The part of `check_environment` a run does before it starts (one `reset`, no steps): the
+    observation is text and `info` lists the candidates (and the goal, when it names one), so a
+    missing key fails in one line here rather than deep inside the first rollout. Raises
+    `EnvironmentProtocolError`."""
+    result = env.reset(seed=seed)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        problems = ["reset() must return (observation, info)"]
+    else:
+        obs, info = result
+        goal_conditioned = isinstance(info, dict) and "goal" in info
+        problems = _check_observation(obs, info, "reset", goal_conditioned) + _check_info(
+            info, "reset", goal_conditioned
+        )
+    if problems:
+        raise EnvironmentProtocolError(
+            f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)} "
+            "(sacglam.envs.check_environment(env) checks every rule: docs/environments.md)"
+        )
 
 
 def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 200, seed: int = 0) -> dict[str, bool]:

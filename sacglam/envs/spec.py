@@ -14,9 +14,12 @@ if the environment has an `expert_action()`).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
+import pkgutil
 import re
+import shlex
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -26,7 +29,9 @@ from typing import Any
 import gymnasium
 from gymnasium.vector import VectorEnv
 
+from sacglam.envs.protocol import check_first_reset
 from sacglam.envs.text_vector import TextVectorEnv
+from sacglam.errors import UserInputError
 
 ALL_TYPES = "all"  # the one goal type of an environment that has none
 
@@ -312,6 +317,34 @@ class TextWorldSpec(EnvironmentSpec):
 _ENTRY = re.compile(r"^[\w.]+:\w+$")
 
 
+class EnvironmentNameError(UserInputError, ValueError):
+    """`env.name` names no environment this process can import or make."""
+
+
+class EnvironmentArgumentsError(UserInputError, ValueError):
+    """The environment refused the keyword arguments it was given (`env.kwargs`, `env.held_out_kwargs`)."""
+
+
+def _shell_word(code: str) -> str:
+    """`code` quoted for a shell, readably: in double quotes when nothing in it is special there
+    (Python's reprs use single quotes), else as `shlex.quote` does."""
+    return f'"{code}"' if not set(code) & set('"$`\\!') else shlex.quote(code)
+
+
+def _modules_beside(missing: str) -> str:
+    """When `pkg.modul` is missing but `pkg` imports: "; package 'pkg' has: a, b" (a misspelling
+    shows itself); else ""."""
+    package_name, dot, _ = missing.rpartition(".")
+    if not dot:
+        return ""
+    try:
+        package = importlib.import_module(package_name)
+    except ImportError:
+        return ""
+    names = sorted(m.name for m in pkgutil.iter_modules(getattr(package, "__path__", [])))
+    return f"; package {package_name!r} has {', '.join(names) if names else 'no modules'}"
+
+
 def _import_from_here(module_name: str):
     """Import `module_name`; failing that, import it from the working directory, as `python -m`
     would (the `sacglam` command does not put it on sys.path), and put the directory on PYTHONPATH
@@ -325,11 +358,9 @@ def _import_from_here(module_name: str):
         sys.path.insert(0, here)
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as again:
+        except ModuleNotFoundError:
             sys.path.remove(here)
-            if again.name and module_name.split(".")[0] == again.name.split(".")[0]:
-                raise error from None  # not in the working directory either
-            raise  # found here, but what it imports is missing: that is the error to show
+            raise  # what is missing from here (`pkg.modul`, or what the module imports) is the error to show
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
         return module
 
@@ -356,40 +387,85 @@ class GymnasiumSpec(EnvironmentSpec):
 
     def make(self) -> gymnasium.Env:
         kwargs = {**self.kwargs, **(self.held_out_kwargs or {})} if self.goal_set == "test" else dict(self.kwargs)
+        module, factory, rerun = self._factory()
+        try:
+            return factory(**kwargs)
+        except gymnasium.error.Error as error:  # from gymnasium.make: no such id, or what it needs is missing
+            raise self._not_made(module, error) from error
+        except (TypeError, ValueError) as error:  # the arguments do not fit the environment
+            if isinstance(error, UserInputError):
+                raise
+            given = "env.kwargs with env.held_out_kwargs" if self.goal_set == "test" else "env.kwargs"
+            raise EnvironmentArgumentsError(
+                f"env.name {self.entry!r} with keyword arguments {kwargs!r} ({given}) failed: "
+                f"{type(error).__name__}: {' '.join(str(error).split())}; the traceback: python -c "
+                f"{_shell_word(rerun.replace('KWARGS', repr(kwargs)))}"
+            ) from error
+
+    def _factory(self) -> tuple[Any, Any, str]:
+        """(the module `module:Class` names, or None; what makes the environment from keyword
+        arguments; the Python line that calls it with KWARGS, for the error of arguments it refuses)."""
+        registered = functools.partial(gymnasium.make, self.entry)  # with its registered wrappers (time limit, ...)
+        rerun = f"import gymnasium; gymnasium.make({self.entry!r}, **KWARGS)"
         if self.entry in gymnasium.registry or "/" in self.entry or not _ENTRY.match(self.entry):
-            return gymnasium.make(self.entry, **kwargs)  # with its registered wrappers (time limit, ...)
+            return None, registered, rerun
         module_name, _, name = self.entry.partition(":")
         try:
             module = _import_from_here(module_name)
         except ImportError as error:
-            raise ValueError(
-                f"env.name {self.entry!r}: cannot import module {module_name!r} ({error}); run from the folder that "
-                "holds it, or add that folder to PYTHONPATH"
+            missing = getattr(error, "name", None) or ""
+            if missing.split(".")[0] != module_name.split(".")[0]:  # the module is there; what it imports is not
+                raise EnvironmentNameError(
+                    f"env.name {self.entry!r}: module {module_name!r} imports {missing!r}, which is not installed "
+                    f"({error}): install it in this environment"
+                ) from error
+            raise EnvironmentNameError(
+                f"env.name {self.entry!r}: cannot import module {module_name!r} ({error}){_modules_beside(missing)}; "
+                "run from the folder that holds it, or add that folder to PYTHONPATH"
             ) from error
         target = getattr(module, name, None)
         if isinstance(target, type) and issubclass(target, gymnasium.Env):
-            return target(**kwargs)
-        try:
-            return gymnasium.make(self.entry, **kwargs)  # `module:RegisteredId`
-        except gymnasium.error.Error as error:
-            classes = sorted(  # its own and those it imports (a package's re-exports), not gymnasium's
-                n
-                for n, v in vars(module).items()
-                if isinstance(v, type) and issubclass(v, gymnasium.Env) and not v.__module__.startswith("gymnasium")
+            return module, target, f"import {module_name}; {module_name}.{name}(**KWARGS)"
+        return module, registered, rerun  # `module:RegisteredId`
+
+    def _not_made(self, module: Any, error: gymnasium.error.Error) -> EnvironmentNameError:
+        # gymnasium's own "not found" text suggests look-alike ids of its registry (`Hopper`): noise here
+        not_found = isinstance(error, (gymnasium.error.UnregisteredEnv, gymnasium.error.NamespaceNotFound))
+        why = "" if not_found else f" ({' '.join(str(error).split())})"
+        if module is None:
+            module_name, dot, name = self.entry.rpartition(".")
+            as_class = f"; a class is named module:Class, e.g. {module_name}:{name}" if dot and not_found else ""
+            return EnvironmentNameError(
+                f"env.name {self.entry!r}: gymnasium cannot make this environment id{why or ' (not registered here)'}"
+                f"{as_class}"
             )
-            # gymnasium's own "not found" text suggests look-alike ids of its registry (`Hopper`): noise here
-            not_found = (gymnasium.error.UnregisteredEnv, gymnasium.error.NamespaceNotFound)
-            why = "" if isinstance(error, not_found) else f" ({error})"
-            raise ValueError(
-                f"env.name {self.entry!r}: module {module_name!r} has no gymnasium.Env class {name!r} "
-                f"({'its classes: ' + ', '.join(classes) if classes else 'it defines none'}), and it registers "
-                f"no such environment id{why}"
-            ) from error
+        classes = sorted(  # its own and those it imports (a package's re-exports), not gymnasium's
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, gymnasium.Env) and not v.__module__.startswith("gymnasium")
+        )
+        module_name, _, name = self.entry.partition(":")
+        return EnvironmentNameError(
+            f"env.name {self.entry!r}: module {module_name!r} has no gymnasium.Env class {name!r} "
+            f"({'its classes: ' + ', '.join(classes) if classes else 'it defines none'}), and it registers "
+            f"no such environment id{why}"
+        )
 
     def held_out(self) -> EnvironmentSpec | None:
         if self.held_out_kwargs is None or self.goal_set == "test":
             return None
         return GymnasiumSpec(self.entry, self.kwargs, "test", self.held_out_kwargs)
+
+    def prepare(self) -> None:
+        """Before a run or an evaluation: the environment and its held-out twin construct with
+        their arguments and answer a first `reset` as the protocol says (one line if not)."""
+        for spec in (self, self.held_out()):
+            if spec is not None:
+                env = spec.make()
+                try:
+                    check_first_reset(env)
+                finally:
+                    env.close()
 
     @property
     def has_expert(self) -> bool:

@@ -20,7 +20,10 @@ def saved_run_config(run_dir: str, fix: str) -> tuple[dict, str]:
     saved = StoragePath(run_dir) / "config.json"
     try:
         if not saved.is_file():
-            raise SavedConfigError(f"{StoragePath(run_dir)} has no config.json: {fix}")
+            there = StoragePath(run_dir).exists()
+            raise SavedConfigError(
+                f"{StoragePath(run_dir)} {'has no config.json' if there else 'does not exist'}: {fix}"
+            )
         data = json.loads(saved.read_text())
     except (*STORAGE_ERRORS, ValueError) as error:  # ValueError: broken JSON, or bytes that are not UTF-8
         if isinstance(error, UserInputError):
