@@ -153,6 +153,11 @@ def load_run_agent(run_dir: str):
     return cfg, agent, int(checkpoint.name.rsplit("-", 1)[-1])
 
 
+# What an export writes: a folder holding any of them holds an earlier export (any other files, a
+# run's own in `sacglam export runs/x runs/x` say, are left as they are).
+EXPORT_FILES = ("sacglam.json", "README.md", "adapter", "model", "critic.safetensors", "critic.json")
+
+
 def export_run(run_dir: str, out: Path) -> Path:
     """Write the export of `run_dir` into `out` (see the module docstring); returns `out`."""
     import torch
@@ -163,8 +168,11 @@ def export_run(run_dir: str, out: Path) -> Path:
 
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} is a file: give a directory for the export")
-    if out.is_dir() and any(out.iterdir()):  # an earlier export's files would be overwritten or mixed in
-        raise ExportError(f"{out} is not empty (an earlier export?): give a new directory, or remove this one first")
+    earlier = sorted(name for name in EXPORT_FILES if (out / name).exists())
+    if earlier:  # an earlier export's files would be overwritten or mixed with this one's
+        raise ExportError(
+            f"{out} already holds an export ({', '.join(earlier)}): give a new directory, or remove those first"
+        )
     cfg, learner, checkpoint = _checkpoint_state(run_dir)
     # Exported in float32 on the CPU, unquantized: the trained tensors are float32 whatever the
     # base was, and a 4-bit base's adapter is the same adapter (never merged into it).

@@ -3,6 +3,7 @@ with the run's config."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 
@@ -49,27 +50,40 @@ def write_run_config(cfg: TrainConfig) -> None:
 NOT_SETTINGS = ("resume", "output_dir")  # where the run is, not how it runs
 
 
-def _flat(data: object, prefix: str = "") -> dict[str, object]:
-    """{"sac.gamma": 0.99, ...}: nested mappings flattened to dotted names."""
-    if not isinstance(data, dict):
-        return {prefix: data}
+def _settings(config: object, prefix: str = "") -> dict[str, object]:
+    """{"sac.gamma": 0.99, "env.kwargs": {...}, ...}: a config's settings by dotted name, nested
+    configs flattened and every other value (a mapping such as `env.kwargs` too) whole, as JSON
+    reads it back (tuples as lists)."""
     out: dict[str, object] = {}
-    for key, value in data.items():
-        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    for field in dataclasses.fields(config):  # type: ignore[arg-type]
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            out |= _settings(value, f"{prefix}{field.name}.")
+        else:
+            out[f"{prefix}{field.name}"] = json.loads(json.dumps(value, default=str))
     return out
+
+
+def _saved(data: dict, name: str) -> tuple[bool, object]:
+    """(whether `data`, a config.json, has the dotted `name`; its value)."""
+    for part in name.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return False, None
+        data = data[part]
+    return True, data
 
 
 def changed_settings(cfg: TrainConfig) -> list[str]:
     """A resume's settings that differ from the run's `config.json`, as "name saved -> now" (dotted
-    names, sorted); a setting the file lacks (a run written before it existed) is not listed, nor
-    anything when the run has no config.json."""
+    names, in the config's order); a setting the file lacks (a run written before it existed) is
+    not listed, nor anything when the run has no config.json."""
     file = StoragePath(cfg.output_dir) / "config.json"
     if not file.is_file():
         return []
-    saved = _flat(json.loads(file.read_text()))
-    now = _flat(json.loads(json.dumps(asdict(cfg), default=str)))
-    return [
-        f"{name} {json.dumps(saved[name])} -> {json.dumps(value)}"
-        for name, value in sorted(now.items())
-        if name.split(".")[0] not in NOT_SETTINGS and name in saved and saved[name] != value
-    ]
+    saved = json.loads(file.read_text())
+    changed = []
+    for name, value in _settings(cfg).items():
+        present, before = _saved(saved, name)
+        if name.split(".")[0] not in NOT_SETTINGS and present and before != value:
+            changed.append(f"{name} {json.dumps(before)} -> {json.dumps(value)}")
+    return changed

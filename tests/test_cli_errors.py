@@ -85,7 +85,11 @@ BAD_INPUTS = {
     ),
     "evaluate: a class named with a dot for the colon": (
         ["evaluate", "--env.name", "sacglam.envs.sanity.SayWord"],
-        "a class is named module:Class, e.g. sacglam.envs.sanity:SayWord",
+        "a class is named module:Class: sacglam.envs.sanity:SayWord",
+    ),
+    "evaluate: a versioned id under a module that does not exist": (
+        ["evaluate", "--env.name", "sacglam.envs.sanityy:SayWord-v0"],
+        "cannot import module 'sacglam.envs.sanityy'",
     ),
     "evaluate: an environment whose info lists no candidates": (
         ["evaluate", "--env.name", "tests.test_env_spec:NoCandidates", "--episodes", "2"],

@@ -133,16 +133,21 @@ def test_an_environment_that_refuses_its_arguments_fails_in_one_line_that_reprod
         spec.held_out()
     message = refused.value.one_line()
     assert message.startswith(
-        "env.name 'tests.test_env_spec:Split' with keyword arguments {'split': 'tset'} (env.kwargs with "
-        "env.held_out_kwargs) failed: ValueError: split must be 'train' or 'test', not 'tset'; the traceback: "
+        "env.name 'tests.test_env_spec:Split': constructing it with env.kwargs with env.held_out_kwargs "
+        "{'split': 'tset'} failed (ValueError: split must be 'train' or 'test', not 'tset'); its traceback: "
     )
-    command = shlex.split(message.rsplit("the traceback: ", 1)[1])  # as a shell reads it
+    command = shlex.split(message.rsplit("its traceback: ", 1)[1])  # as a shell reads it
     assert command[:2] == ["python", "-c"]
     root = Path(__file__).resolve().parents[1]
     ran = subprocess.run([sys.executable, "-c", command[2]], cwd=root, capture_output=True, text=True)
     assert ran.returncode == 1 and ran.stderr.strip().endswith(
         "ValueError: split must be 'train' or 'test', not 'tset'"
     )
+
+    # arguments that are not Python literals: no command that would fail for another reason
+    with pytest.raises(EnvironmentArgumentsError) as refused:
+        GymnasiumSpec("tests.test_env_spec:Split", {"split": float("inf")})
+    assert "split must be" in refused.value.one_line() and "python -c" not in refused.value.one_line()
 
 
 def test_a_module_whose_own_import_is_missing_names_that_import(tmp_path, monkeypatch):
@@ -156,6 +161,13 @@ def test_a_module_whose_own_import_is_missing_names_that_import(tmp_path, monkey
         GymnasiumSpec("pantry_pkg_for_import_test.env:Pantry")
     with pytest.raises(EnvironmentNameError, match="package 'pantry_pkg_for_import_test' has env; run from"):
         GymnasiumSpec("pantry_pkg_for_import_test.envs:Pantry")
+    (package / "names.py").write_text("from json import no_such_name\n")  # found, but its import fails
+    (package / "raises.py").write_text("raise ImportError('needs a licence file')\n")
+    for module, said in (("names", "cannot import name 'no_such_name'"), ("raises", "needs a licence file")):
+        with pytest.raises(EnvironmentNameError) as failed:
+            GymnasiumSpec(f"pantry_pkg_for_import_test.{module}:Pantry")
+        assert f"importing module 'pantry_pkg_for_import_test.{module}' failed (ImportError: " in str(failed.value)
+        assert said in str(failed.value) and "not installed" not in str(failed.value)
 
 
 def test_prepare_checks_the_first_reset_of_the_environment_and_its_twin():

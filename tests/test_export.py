@@ -91,6 +91,11 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     with pytest.raises(SystemExit) as refused:
         main(["export", str(cfg.output_dir), str(out)])
     assert refused.value.code == 2 and sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    if not agent.lora_rank:  # into the run directory itself (docs/export.md): its own files stay as they are
+        kept = sorted(p.relative_to(cfg.output_dir) for p in cfg.output_dir.rglob("*"))
+        main(["export", str(cfg.output_dir), str(cfg.output_dir)])
+        assert set(kept) <= {p.relative_to(cfg.output_dir) for p in cfg.output_dir.rglob("*")}
+        assert (cfg.output_dir / "sacglam.json").is_file() and (cfg.output_dir / "model").is_dir()
 
     # the agent as the run left it: its final checkpoint's trainable state
     from sacglam.runtime.checkpoint import CheckpointStore

@@ -104,6 +104,18 @@ def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends
     # a record without a new column adds exactly its own line to the file (not a rewrite)
     assert sizes[3] - sizes[2] == len(lines[-1]) + 2  # csv's \r\n
 
+    # the cost of a log does not grow with the run: one without a new column reads no earlier record
+    class Unread(list):
+        def __iter__(self):
+            raise AssertionError("a log read every earlier record")
+
+    growing = MetricsLogger(tmp_path / "long")
+    growing.log(0, {"a": 1.0})
+    growing._rows = Unread(growing._rows)
+    for step in range(1, 50):
+        growing.log(step, {"a": float(step)})
+    growing.close()
+
     resumed = MetricsLogger(tmp_path, keep_until=64)  # a resume from env step 64 drops the later records
     resumed.log(128, {"c": 7})
     resumed.close()

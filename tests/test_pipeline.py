@@ -575,5 +575,12 @@ def test_a_resumes_changed_settings_are_named_with_dotted_names_and_nothing_else
     assert changed_settings(cfg) == []  # no config.json yet: nothing to compare with
     write_run_config(cfg)
     resumed = replace(cfg, resume=cfg.output_dir, sac=replace(cfg.sac, gamma=0.5), seed=cfg.seed + 1)
-    assert changed_settings(resumed) == [f"sac.gamma {cfg.sac.gamma} -> 0.5", f"seed {cfg.seed} -> {cfg.seed + 1}"]
+    assert set(changed_settings(resumed)) == {f"sac.gamma {cfg.sac.gamma} -> 0.5", f"seed {cfg.seed} -> {cfg.seed + 1}"}
     assert changed_settings(replace(cfg, resume=cfg.output_dir)) == []
+    # a mapping is one setting, compared whole: a key added to it, or a twin given, is a change
+    other = tmp_path / "other"
+    other.mkdir()
+    lamps = replace(cfg, output_dir=other, env=EnvConfig(name="tests.test_env_protocol:Corridor"))
+    write_run_config(lamps)
+    twin = replace(lamps, resume=other, env=replace(lamps.env, held_out_kwargs={}))
+    assert changed_settings(twin) == ["env.held_out_kwargs null -> {}"]

@@ -151,6 +151,9 @@ def test_ratio_mode_batches_are_half_relabeled():
         low = int(size * fraction)
         assert set(counts) == {low, low + 1}
         assert abs(sum(counts) / 2000 - size * fraction) < 0.05  # sd of the mean about 0.011
+    # a whole share, even one float arithmetic misses (90 * 0.7 = 62.99999999999999), draws nothing
+    state = buffer.rng.bit_generator.state
+    assert buffer._relabeled_count(90 * 0.7) == 63 and buffer.rng.bit_generator.state == state
 
 
 def test_ratio_mode_without_relabels_uses_environment_transitions():
@@ -263,4 +266,8 @@ def test_a_resumed_replay_actor_follows_the_runs_settings_not_the_saved_ones(tmp
 
     small = ReplayService(SACConfig(buffer_capacity=200), EnvConfig(), seed=3, checkpoints=store.root)
     assert 0 < small.buffer.env_transitions <= 200 < saved.buffer.env_transitions
+    capped = ReplayService(SACConfig.with_her(her_max_goals=1), EnvConfig(), seed=3, checkpoints=store.root)
+    plain = ReplayService(SACConfig(her=False, sampling="uniform"), EnvConfig(), seed=3, checkpoints=store.root)
+    reporting = next(e for e in episodes if len(ReplayBuffer().add(e)) >= 2)  # two relabels without a cap
+    assert capped.add_episodes([reporting]) == 1 and plain.add_episodes([reporting]) == 0
     assert SNAPSHOT in {path.name for path in store.latest().children()}

@@ -14,6 +14,7 @@ if the environment has an `expert_action()`).
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
 import os
@@ -314,7 +315,7 @@ class TextWorldSpec(EnvironmentSpec):
         return env.unwrapped.expert_action()  # type: ignore[attr-defined]
 
 
-_ENTRY = re.compile(r"^[\w.]+:\w+$")
+_ENTRY = re.compile(r"^[\w.]+:[\w.-]+$")  # `module:Class`, or `module:Id-v0` (the import registers the id)
 
 
 class EnvironmentNameError(UserInputError, ValueError):
@@ -329,6 +330,30 @@ def _shell_word(code: str) -> str:
     """`code` quoted for a shell, readably: in double quotes when nothing in it is special there
     (Python's reprs use single quotes), else as `shlex.quote` does."""
     return f'"{code}"' if not set(code) & set('"$`\\!') else shlex.quote(code)
+
+
+def _import_failure(module_name: str, error: ImportError) -> str:
+    """What went wrong importing `module_name`, and the fix: the module (or its package) is not
+    found from here; a module it imports is not installed; or its import failed otherwise."""
+    missing = error.name if isinstance(error, ModuleNotFoundError) else None
+    if missing and (missing == module_name or module_name.startswith(missing + ".")):
+        beside = _modules_beside(missing) if missing == module_name else ""
+        return (
+            f"cannot import module {module_name!r} ({error}){beside}; run from the folder that holds it, or add "
+            "that folder to PYTHONPATH"
+        )
+    if missing:
+        return f"module {module_name!r} imports {missing!r}, which is not installed ({error}): install it here"
+    return f"importing module {module_name!r} failed ({type(error).__name__}: {' '.join(str(error).split())})"
+
+
+def _has_class(module_name: str, name: str) -> bool:
+    """Whether `module_name` imports (from here too) and has a gymnasium.Env class `name`."""
+    try:
+        target = getattr(_import_from_here(module_name), name, None)
+    except Exception:  # any failure: no suggestion
+        return False
+    return isinstance(target, type) and issubclass(target, gymnasium.Env)
 
 
 def _modules_beside(missing: str) -> str:
@@ -392,14 +417,20 @@ class GymnasiumSpec(EnvironmentSpec):
             return factory(**kwargs)
         except gymnasium.error.Error as error:  # from gymnasium.make: no such id, or what it needs is missing
             raise self._not_made(module, error) from error
-        except (TypeError, ValueError) as error:  # the arguments do not fit the environment
+        except (TypeError, ValueError) as error:  # the arguments do not fit it, or its own code failed
             if isinstance(error, UserInputError):
                 raise
             given = "env.kwargs with env.held_out_kwargs" if self.goal_set == "test" else "env.kwargs"
+            arguments = f" with {given} {kwargs!r}" if kwargs else ""
+            try:  # the call as Python, when the arguments are literals Python reads back
+                literal = ast.literal_eval(repr(kwargs)) == kwargs
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                literal = False
+            rerun = rerun.replace("KWARGS", repr(kwargs))
+            how = f"; its traceback: python -c {_shell_word(rerun)}" if literal else ""
             raise EnvironmentArgumentsError(
-                f"env.name {self.entry!r} with keyword arguments {kwargs!r} ({given}) failed: "
-                f"{type(error).__name__}: {' '.join(str(error).split())}; the traceback: python -c "
-                f"{_shell_word(rerun.replace('KWARGS', repr(kwargs)))}"
+                f"env.name {self.entry!r}: constructing it{arguments} failed "
+                f"({type(error).__name__}: {' '.join(str(error).split())}){how}"
             ) from error
 
     def _factory(self) -> tuple[Any, Any, str]:
@@ -413,16 +444,7 @@ class GymnasiumSpec(EnvironmentSpec):
         try:
             module = _import_from_here(module_name)
         except ImportError as error:
-            missing = getattr(error, "name", None) or ""
-            if missing.split(".")[0] != module_name.split(".")[0]:  # the module is there; what it imports is not
-                raise EnvironmentNameError(
-                    f"env.name {self.entry!r}: module {module_name!r} imports {missing!r}, which is not installed "
-                    f"({error}): install it in this environment"
-                ) from error
-            raise EnvironmentNameError(
-                f"env.name {self.entry!r}: cannot import module {module_name!r} ({error}){_modules_beside(missing)}; "
-                "run from the folder that holds it, or add that folder to PYTHONPATH"
-            ) from error
+            raise EnvironmentNameError(f"env.name {self.entry!r}: {_import_failure(module_name, error)}") from error
         target = getattr(module, name, None)
         if isinstance(target, type) and issubclass(target, gymnasium.Env):
             return module, target, f"import {module_name}; {module_name}.{name}(**KWARGS)"
@@ -434,7 +456,9 @@ class GymnasiumSpec(EnvironmentSpec):
         why = "" if not_found else f" ({' '.join(str(error).split())})"
         if module is None:
             module_name, dot, name = self.entry.rpartition(".")
-            as_class = f"; a class is named module:Class, e.g. {module_name}:{name}" if dot and not_found else ""
+            as_class = ""
+            if dot and not_found and re.fullmatch(r"\w+", name) and _has_class(module_name, name):
+                as_class = f"; a class is named module:Class: {module_name}:{name}"
             return EnvironmentNameError(
                 f"env.name {self.entry!r}: gymnasium cannot make this environment id{why or ' (not registered here)'}"
                 f"{as_class}"

@@ -281,8 +281,11 @@ class ReplayBuffer:
         """`expected` rounded up or down at random so that its mean is exact: a small batch (a
         learner's share of it, say 3 rows) keeps the asked fraction on average, where rounding
         would bias it. A whole `expected` draws nothing from the generator."""
+        nearest = round(expected)
+        if math.isclose(expected, nearest, rel_tol=0.0, abs_tol=1e-9):  # whole, up to float error (90 * 0.7)
+            return nearest
         whole = math.floor(expected)
-        return whole + int(expected > whole and self.rng.random() < expected - whole)
+        return whole + int(self.rng.random() < expected - whole)
 
     def _draw_prior(self, batch_size: int) -> EntryDraw:
         share = self.env.type_shares()
