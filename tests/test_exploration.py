@@ -128,6 +128,27 @@ def test_a_warm_start_that_cannot_reach_uniform_warns_naming_the_cause(tmp_path)
     assert "Warm start: 100 steps" in write_report(tmp_path / "run").read_text()
 
 
+def test_the_warm_start_line_claims_near_uniform_only_against_its_target():
+    from sacglam.models.warm_start import warm_start_line
+
+    def line(kl, largest, target):
+        metrics = {
+            "warm_start/kl_to_uniform": kl,
+            "warm_start/largest_probability": largest,
+            "warm_start/uniform_largest_probability": 0.2,
+            "warm_start/steps": 40,
+        }
+        return warm_start_line(metrics, target, AgentConfig(model="tiny-causal"))
+
+    assert "is near uniform" in line(0.01, 0.22, 0.02)
+    fixed = line(0.487, 0.37, None)  # the demo's 300 fixed steps: not near uniform, not degenerate either
+    assert (
+        fixed.startswith("warm start: 40 steps;") and "near uniform" not in fixed and "0.487 nats, no target" in fixed
+    )
+    assert line(0.5, 0.3, 0.02).startswith("warning: after 40 warm-start steps")
+    assert line(2.3, 0.9, None).startswith("warning: after 40 warm-start steps")
+
+
 class Desert(gymnasium.Env):
     """Nothing an agent does here is ever rewarded, and no goal is ever reported."""
 

@@ -202,6 +202,24 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     assert exported["run_own_evaluation"] == own and "the same figures" in capsys.readouterr().out
 
 
+def test_the_final_evaluation_is_of_the_final_weights_and_evaluate_run_repeats_it(tmp_path, capsys):
+    """Updates run to the budget: the updates owed there come before the final evaluation, so the
+    run's last figures describe the weights of its final checkpoint (and of an export)."""
+    agent = AgentConfig(model="tiny-causal", lora_r=0, critic="action")
+    cfg = trained_run(tmp_path, "run", agent, random_steps=32, warm_start_steps=60, eval_episodes=16)
+    rows = [json.loads(line) for line in (cfg.output_dir / "metrics.jsonl").read_text().splitlines()]
+    final_updates = [r["learner/updates"] for r in rows if "learner/updates" in r][-1]
+    evaluations = [r for r in rows if "run/updates_evaluated" in r]
+    assert final_updates > 0 and evaluations[-1]["run/updates_evaluated"] == final_updates
+    assert evaluations[-1]["env_steps"] == max(r["env_steps"] for r in rows)  # one final evaluation, at the end
+    assert sum(r["env_steps"] == evaluations[-1]["env_steps"] for r in evaluations) == 1
+    output = tmp_path / "evaluation.json"
+    main(["evaluate", "--run", str(cfg.output_dir), "--output", str(output), "--no-progress"])
+    report = json.loads(output.read_text())
+    assert "the same figures" in capsys.readouterr().out
+    assert all(report["run_own_evaluation"][k] == v for k, v in report["evaluation"].items() if k.endswith("/all"))
+
+
 def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probability_and_q(tmp_path, capsys):
     from html.parser import HTMLParser
 

@@ -85,6 +85,7 @@ class PipelineDriver:
         self.sync_stats: dict[str, float] = {}
         self.max_lag = 0
         self.latest_eval: dict[str, float] = {}
+        self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
@@ -127,7 +128,11 @@ class PipelineDriver:
             for future in finished:
                 self._finish(future)
         self._tick()
-        if self.stopped_at is None and self.cfg.eval_episodes and self.latest_eval.get("env_steps") != self.c.env_steps:
+        # The final evaluation is of the weights the final checkpoint holds: after the updates still
+        # owed at the budget (or in flight at a time limit), so that `sacglam evaluate --run` and an
+        # export reproduce it. (A run stopped early by `stop_when` returns the evaluation accepted.)
+        evaluated = (self.latest_eval.get("env_steps"), self.latest_eval_updates) == (self.c.env_steps, self.c.updates)
+        if self.stopped_at is None and self.cfg.eval_episodes and not evaluated:
             self.evaluate()
         self.log()
         self.checkpoint()
@@ -189,7 +194,12 @@ class PipelineDriver:
         return any(kind == "train" for kind, _ in self.in_flight.values())
 
     def eval_due(self) -> bool:
-        return bool(self.cfg.eval_episodes) and self.c.env_steps >= self.c.next_eval
+        """An evaluation before the budget (the one at the budget comes after the last update)."""
+        return (
+            bool(self.cfg.eval_episodes)
+            and self.c.env_steps >= self.c.next_eval
+            and self.c.env_steps < self.cfg.total_env_steps
+        )
 
     def checkpoint_due(self) -> bool:
         every = self.cfg.pipeline.checkpoint_every
@@ -329,7 +339,9 @@ class PipelineDriver:
         with evaluation_bar(parts, self.cfg.progress) as bar:
             results = run_evaluation(parts, lambda part: resolve(rank0.call(LearnerService.evaluate_part, part)), bar)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
-        self.logger.log(self.c.env_steps, results | {"time/train_seconds": self.c.train_seconds})
+        self.latest_eval_updates = self.c.updates
+        evaluated = {"run/updates_evaluated": int(self.c.train_metrics.get("learner/updates", 0))}
+        self.logger.log(self.c.env_steps, results | evaluated | {"time/train_seconds": self.c.train_seconds})
         if self.parts.dashboard is not None:
             self.parts.dashboard.record(results)
         while self.c.next_eval <= self.c.env_steps:
