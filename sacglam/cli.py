@@ -152,8 +152,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
     _check_output(cfg.output)
     environments = cfg.environments()
     for label, env in environments:  # an expert asked for by name must exist: say so before anything runs
-        env.spec().prepare()
-        if "expert" in cfg.policies and not env.spec().has_expert:
+        spec = env.spec()
+        spec.prepare()
+        if "expert" in cfg.policies and not spec.has_expert:
             raise UsageError(
                 f"{label} has no expert (an `expert_action()` method, docs/environments.md): drop expert from --policies"
             )

@@ -347,13 +347,16 @@ def _import_failure(module_name: str, error: ImportError) -> str:
     return f"importing module {module_name!r} failed ({type(error).__name__}: {' '.join(str(error).split())})"
 
 
+def _is_env_class(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, gymnasium.Env)
+
+
 def _has_class(module_name: str, name: str) -> bool:
     """Whether `module_name` imports (from here too) and has a gymnasium.Env class `name`."""
     try:
-        target = getattr(_import_from_here(module_name), name, None)
+        return _is_env_class(getattr(_import_from_here(module_name), name, None))
     except Exception:  # any failure: no suggestion
         return False
-    return isinstance(target, type) and issubclass(target, gymnasium.Env)
 
 
 def _modules_beside(missing: str) -> str:
@@ -446,7 +449,7 @@ class GymnasiumSpec(EnvironmentSpec):
         except ImportError as error:
             raise EnvironmentNameError(f"env.name {self.entry!r}: {_import_failure(module_name, error)}") from error
         target = getattr(module, name, None)
-        if isinstance(target, type) and issubclass(target, gymnasium.Env):
+        if _is_env_class(target):
             return module, target, f"import {module_name}; {module_name}.{name}(**KWARGS)"
         return module, registered, rerun  # `module:RegisteredId`
 
@@ -464,9 +467,7 @@ class GymnasiumSpec(EnvironmentSpec):
                 f"{as_class}"
             )
         classes = sorted(  # its own and those it imports (a package's re-exports), not gymnasium's
-            n
-            for n, v in vars(module).items()
-            if isinstance(v, type) and issubclass(v, gymnasium.Env) and not v.__module__.startswith("gymnasium")
+            n for n, v in vars(module).items() if _is_env_class(v) and not v.__module__.startswith("gymnasium")
         )
         module_name, _, name = self.entry.partition(":")
         return EnvironmentNameError(

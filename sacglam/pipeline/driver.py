@@ -340,8 +340,8 @@ class PipelineDriver:
             results = run_evaluation(parts, lambda part: resolve(rank0.call(LearnerService.evaluate_part, part)), bar)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
         self.latest_eval_updates = self.c.updates
-        evaluated = {"run/updates_evaluated": int(self.c.train_metrics.get("learner/updates", 0))}
-        self.logger.log(self.c.env_steps, results | evaluated | {"time/train_seconds": self.c.train_seconds})
+        weights = {"run/updates_evaluated": int(self.c.train_metrics.get("learner/updates", 0))}
+        self.logger.log(self.c.env_steps, results | weights | {"time/train_seconds": self.c.train_seconds})
         if self.parts.dashboard is not None:
             self.parts.dashboard.record(results)
         while self.c.next_eval <= self.c.env_steps:

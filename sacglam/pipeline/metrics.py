@@ -98,12 +98,12 @@ class MetricsLogger:
         # is appended: a log costs the same at the run's end as at its start.
         if self._columns is None:  # the first write of this session: the kept records' columns
             self._columns = list(dict.fromkeys(k for row in self._rows for k in row))
-            rows, mode = self._rows, "w"
+            new, rows, mode = self._columns, self._rows, "w"
         else:
             new = [k for k in self._rows[-1] if k not in self._column_set]
             self._columns.extend(new)
             rows, mode = (self._rows, "w") if new else (self._rows[-1:], "a")
-        self._column_set = set(self._columns)
+        self._column_set.update(new)
         with self._csv_path.open(mode, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self._columns)
             if mode == "w":
