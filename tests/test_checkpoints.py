@@ -170,3 +170,16 @@ def test_a_fresh_run_over_damaged_checkpoints_is_still_refused(run_copy):
     damage_file(run_copy / "checkpoints" / "step-000000256", "workers", "missing")
     with pytest.raises(RunDirectoryError, match="already holds a run's checkpoints"):
         run_pipeline(config(run_copy.parent, "run"), announce=lambda _: None)
+
+
+def test_the_store_remembers_verdicts_only_for_the_checkpoints_it_keeps(tmp_path):
+    from sacglam.runtime import checkpoint as checkpoint_module
+
+    store = CheckpointStore(tmp_path / "checkpoints", keep=2)
+    for env_steps in range(0, 10 * 64, 64):
+        tmp = store.begin(env_steps)
+        (tmp / "learner.pt").write_bytes(bytes([env_steps % 251]) * 16)
+        store.commit(tmp, env_steps)
+        assert store.latest_intact()[0] == store.root / f"step-{env_steps:09d}"
+    remembered = [path for path in checkpoint_module._checked if path.path.startswith(store.root.path)]
+    assert sorted(p.name for p in remembered) == ["step-000000512", "step-000000576"]

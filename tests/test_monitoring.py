@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from sacglam.learner.distributed import free_port
+from sacglam.pipeline import metrics as metrics_module
 from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
 
 TAG = "eval/simple-train/sampled/all"
@@ -84,7 +85,13 @@ def _naive_csv(records: list[dict]) -> list[dict[str, str]]:
     return [{c: "" if c not in r else str(r[c]) for c in columns} for r in records]
 
 
-def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends_when_none_is_new(tmp_path):
+def _never_read(run_dir):
+    raise AssertionError("a log read every earlier record")
+
+
+def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends_when_none_is_new(
+    tmp_path, monkeypatch
+):
     logger = MetricsLogger(tmp_path)
     records = [
         {"env_steps": 0, "a": 1.5},
@@ -104,17 +111,19 @@ def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends
     # a record without a new column adds exactly its own line to the file (not a rewrite)
     assert sizes[3] - sizes[2] == len(lines[-1]) + 2  # csv's \r\n
 
-    # the cost of a log does not grow with the run: one without a new column reads no earlier record
-    class Unread(list):
-        def __iter__(self):
-            raise AssertionError("a log read every earlier record")
-
+    # the cost of a log does not grow with the run: one without a new column reads no earlier
+    # record (and the logger keeps none in memory: a rebuild reads them from the JSONL)
     growing = MetricsLogger(tmp_path / "long")
-    growing.log(0, {"a": 1.0})
-    growing._rows = Unread(growing._rows)
-    for step in range(1, 50):
-        growing.log(step, {"a": float(step)})
+    growing.log(0, {"a": 0.0})
+    with monkeypatch.context() as patch:
+        patch.setattr(metrics_module, "read_metrics", _never_read)
+        for step in range(1, 50):
+            growing.log(step, {"a": float(step)})
+    growing.log(50, {"late": 1.0})  # a new key rebuilds the file with every record
     growing.close()
+    with (tmp_path / "long" / "metrics.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["a"] for r in rows[:50]] == [str(float(s)) for s in range(50)] and rows[-1]["late"] == "1.0"
 
     resumed = MetricsLogger(tmp_path, keep_until=64)  # a resume from env step 64 drops the later records
     resumed.log(128, {"c": 7})

@@ -68,13 +68,12 @@ class MetricsLogger:
         self.directory, self.mirror = Path(directory), mirror
         self.directory.mkdir(parents=True, exist_ok=True)
         jsonl = self.directory / METRICS_FILE
-        self._rows: list[dict[str, Any]] = []
         if keep_until is not None and jsonl.exists():
-            self._rows = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
-            jsonl.write_text("".join(json.dumps(r) + "\n" for r in self._rows))
+            kept = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
+            jsonl.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"
-        self._columns: list[str] | None = None
+        self._columns: list[str] | None = None  # known after this session's first record
         self._column_set: set[str] = set()
         # flushed every 2 s by the writer's thread: a TensorBoard reading the run live sees each record
         # within seconds (tensorboardX's default is 2 minutes)
@@ -84,30 +83,33 @@ class MetricsLogger:
         record = {"env_steps": env_steps, **values}
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
-        self._rows.append(record)
         for name, value in values.items():
             if isinstance(value, (int, float)) and math.isfinite(value):
                 self._tensorboard.add_scalar(name, value, env_steps)
-        self._write_csv()
+        self._write_csv(record)
         for listener in list(_LISTENERS):
             listener(env_steps, values)
 
-    def _write_csv(self) -> None:
-        # Columns are the union of every key seen so far, in order of first appearance; the file is
-        # rewritten only when a record brings a new one (the first records of a run), else the record
-        # is appended: a log costs the same at the run's end as at its start.
-        if self._columns is None:  # the first write of this session: the kept records' columns
-            self._columns = list(dict.fromkeys(k for row in self._rows for k in row))
-            new, rows, mode = self._columns, self._rows, "w"
+    def _write_csv(self, record: dict[str, Any]) -> None:
+        # Columns are the union of every key seen so far, in order of first appearance. The file is
+        # rebuilt from the JSONL (which holds every record, earlier sessions' too) at a session's
+        # first record and when a record brings a new key (the first records of a run, a goal type
+        # discovered late); otherwise the record is appended, and nothing of earlier records is
+        # held in memory: a log costs the same at the run's end as at its start.
+        new = [k for k in record if k not in self._column_set]
+        if self._columns is not None and not new:
+            with self._csv_path.open("a", newline="") as f:
+                csv.DictWriter(f, fieldnames=self._columns).writerow(record)
+            return
+        rows = read_metrics(self.directory)
+        if self._columns is None:
+            self._columns = list(dict.fromkeys(k for row in rows for k in row))
         else:
-            new = [k for k in self._rows[-1] if k not in self._column_set]
             self._columns.extend(new)
-            rows, mode = (self._rows, "w") if new else (self._rows[-1:], "a")
-        self._column_set.update(new)
-        with self._csv_path.open(mode, newline="") as f:
+        self._column_set.update(self._columns)
+        with self._csv_path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=self._columns)
-            if mode == "w":
-                writer.writeheader()
+            writer.writeheader()
             writer.writerows(rows)
 
     def sync(self) -> None:

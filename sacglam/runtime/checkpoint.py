@@ -167,6 +167,7 @@ class CheckpointStore:
         target = self.root / f"{DAMAGED_PREFIX}{damaged.name}"
         target.rmtree()
         damaged.move_dir(target)
+        _checked.pop(damaged, None)
         for old in self.root.children(f"{DAMAGED_PREFIX}step-")[: -self.keep]:
             old.rmtree()
         if intact is not None:
@@ -193,6 +194,7 @@ class CheckpointStore:
         self._point_at(final)
         for old in self.root.children("step-")[: -self.keep]:
             old.rmtree()
+            _checked.pop(old, None)  # the remembered verdicts stay as many as the checkpoints kept
         return final
 
     def _point_at(self, checkpoint: StoragePath) -> None:
