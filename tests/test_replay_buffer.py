@@ -3,6 +3,7 @@ sampling modes, capacity, and save/load."""
 
 import random
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -171,6 +172,9 @@ def test_prior_mode_follows_the_goal_type_distribution():
     expected = Counter(goal_type(g) for g in TRAIN_GOALS)
     for t in GOAL_TYPES:
         assert abs(observed[t] / 4000 - expected[t] / len(TRAIN_GOALS)) < 0.03, t
+    # the goal set's type shares are read once, not at every draw (a spec may count its whole set)
+    buffer.env = SimpleNamespace(type_shares=lambda: pytest.fail("type shares read again"))
+    assert len(buffer.sample(64, mode="prior").goals) == 64
 
 
 def test_capacity_evicts_the_oldest_episodes_first():

@@ -150,6 +150,7 @@ class ReplayBuffer:
             env = PlaygroundSpec(goal_set=prior_goal_set)
         self.env = env
         self.goal_types = env.goal_types
+        self._type_shares: dict[str, float] | None = None  # the goal set's, read at the first prior draw
         self.capacity, self.gamma, self.her, self.her_max_goals = capacity, gamma, her, her_max_goals
         self.prior_goal_set = env.goal_set
         self.rng = np.random.default_rng(seed)
@@ -288,7 +289,9 @@ class ReplayBuffer:
         return whole + int(self.rng.random() < expected - whole)
 
     def _draw_prior(self, batch_size: int) -> EntryDraw:
-        share = self.env.type_shares()
+        if self._type_shares is None:  # once: a spec may count every goal of its set to give it
+            self._type_shares = self.env.type_shares()
+        share = self._type_shares
         pools = [self._pools[type_pool(i)] for i in range(len(self.goal_types))]
         weights = np.array([share[t] if len(pool) else 0.0 for t, pool in zip(self.goal_types, pools)])
         counts = self.rng.multinomial(batch_size, weights / weights.sum())
