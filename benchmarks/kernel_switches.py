@@ -28,16 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
+from test_margins import KERNELS  # the kernel sets the margins are measured under
 
 ROOT = Path(__file__).resolve().parents[1]
-AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+AVX2 = KERNELS["avx2"]
 SWITCHES: dict[str, dict[str, str]] = {
-    "native": {},
-    "ATEN_CPU_CAPABILITY=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
-    "ONEDNN_MAX_CPU_ISA=AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "MKL_ENABLE_INSTRUCTIONS=AVX2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "native": KERNELS["native"],
+    **{f"{name}={value}": {name: value} for name, value in AVX2.items()},  # each switch alone
     "all three (the avx2 set)": AVX2,
-    "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
+    "ATEN_CPU_CAPABILITY=default": KERNELS["default"],
 }
 
 
