@@ -49,6 +49,11 @@ def test_algo_and_her_must_agree():
 # wide margin (`benchmarks/test_margins.py` measures it over seeds and kernel sets; docs/testing.md).
 LEARNING_TEST_THREADS = 1
 LEARNING_TEST_MIN_RISE = 0.1
+# Every measured seed clears the threshold by at least 2.9x over the 12k env steps on every kernel
+# set (docs/testing.md), so the seed only decides where the suite's run stops: seed 2 stops at the
+# first evaluation (3k) under AVX-512, the kernels of the kind whose time target is tightest, and
+# at 6k under AVX2 and ATen's `default` (seed 0: 9k, 3k and 3k).
+LEARNING_TEST_SEED = 2
 CURVE_KEY = "eval/simple-train/sampled/all"
 
 
@@ -102,10 +107,12 @@ def test_sac_her_learns_the_simplified_task(tmp_path, torch_threads):
     simplified task from a language warm start. Here: from the warm-started start near the
     uniform-random floor (0.26), the sampled success reaches at least 0.1 higher at one of the
     evaluations at 3k, 6k, 9k and 12k env steps. The run stops at the first that does (the
-    assertion is decided there; seed 0 on this project's AVX2 machine: at 3k, 0.21 above)."""
+    assertion is decided there; seed 2 under AVX-512 kernels: at 3k, 0.12 above; under AVX2
+    ones: at 6k, 0.14 above)."""
     torch_threads(LEARNING_TEST_THREADS)
     run_pipeline(
-        learning_test_config(seed=0, output_dir=tmp_path / "run"), stop_when=until_risen(LEARNING_TEST_MIN_RISE)
+        learning_test_config(seed=LEARNING_TEST_SEED, output_dir=tmp_path / "run"),
+        stop_when=until_risen(LEARNING_TEST_MIN_RISE),
     )
     curve = learning_curve(tmp_path / "run")
     assert 2 <= len(curve) <= 5 and curve[0] < 0.4, curve  # starts near the uniform-random floor
