@@ -18,8 +18,10 @@ def load_script():
 
 
 def test_the_gpu_check_runs_on_the_cpu_with_a_small_model(tmp_path):
-    """In bfloat16 where the CPU computes it (AVX-512 BF16, AMX), in float32 where torch would
-    emulate it: the emulation took 168 s of this test on an AVX2 EPYC (the 49k-token LM head)."""
+    """In bfloat16 where torch computes it in hardware (AVX-512 BF16, AMX, oneDNN not capped below
+    them), in float32 where torch would emulate it: the emulation took 168 s of this test on an AVX2
+    EPYC (the 49k-token LM head), and 92-101 s with the AVX2 switches on an EPYC with AVX-512 BF16
+    before `native_cpu_bfloat16` read oneDNN's cap."""
     from sacglam.models.loading import native_cpu_bfloat16
 
     dtype = "bfloat16" if native_cpu_bfloat16() else "float32"
