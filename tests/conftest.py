@@ -27,10 +27,10 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 # Files whose tests start Ray (or the S3 server the multi-node tests share): one group, run one
 # after another on one worker, never two Ray clusters at once on two cores.
 RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_storage.py", "test_ray_placement.py"}
-# Seconds each group took in the suite on a 2-core AVX-512 machine (pytest --durations of e767e1b,
-# the learning test's on its seed 2: an ordering hint, not a measurement to quote), longest
-# first, so the scheduler hands out the long ones first and the workers finish together; unlisted
-# groups (each under 10 s): 0.
+# Seconds each group took in the suite on a 2-core AVX-512 machine (pytest --durations of e767e1b
+# in a warm checkout, 2026-11-28, the learning test's on its seed 2: an ordering hint, not a
+# measurement to quote), longest first, so the scheduler hands out the long ones first and the
+# workers finish together; unlisted groups (each under 10 s): 0.
 GROUP_SECONDS = {"ray": 425, "test_sanity.py": 330, "test_compilation.py": 125, "test_exploration.py": 125,
                  "test_sac_training.py": 80, "test_pipeline.py": 80, "test_smollm2_gpu.py": 65, "test_docs.py": 35,
                  "test_ppo_learner.py": 30, "test_embedded_model.py": 30, "test_export.py": 30, "test_expert.py": 27,

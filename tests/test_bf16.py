@@ -81,23 +81,37 @@ def test_dtype_is_validated_and_auto_means_float32_on_cpu():
         AgentConfig(dtype="float16")  # type: ignore[arg-type]
 
 
-def test_a_bfloat16_base_where_torch_would_emulate_it_warns_in_one_line():
-    """oneDNN capped at AVX2 has no bfloat16 kernels whatever the CPU has (an AVX2-only CPU, or one
-    with AVX-512 BF16 running an AVX2 one's kernels, as the suite's AVX2 switches do), so torch
-    emulates bfloat16 there: a pinned `dtype: bfloat16` warns in one line that names the fix, and
-    float32 or a GPU never warns. The cap must be set before oneDNN starts: a process of its own."""
+def bfloat16_probes(**environment: str) -> list:
+    """[native_cpu_bfloat16(), the CPU's own flags (AVX-512 BF16 or AMX; None off x86), the warnings
+    of bfloat16 on the CPU, float32 on the CPU, bfloat16 on CUDA], in a process of its own with
+    oneDNN's cap as given (`""`: none): the cap must be set before oneDNN starts."""
     code = (
-        "import json; from sacglam.models.loading import bfloat16_on_cpu_warning as warn, native_cpu_bfloat16 as native;"
-        "print(json.dumps([native(), warn('bfloat16', 'cpu'), warn('float32', 'cpu'), warn('bfloat16', 'cuda')]))"
+        "import json, platform, torch; from sacglam.models.loading import bfloat16_on_cpu_warning as warn, "
+        "native_cpu_bfloat16 as native; x86 = platform.machine().lower() in ('x86_64', 'amd64');"
+        "flags = (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()) if x86 else None;"
+        "print(json.dumps([native(), flags, warn('bfloat16', 'cpu'), warn('float32', 'cpu'), warn('bfloat16', 'cuda')]))"
     )
-    capped = os.environ | {"ONEDNN_MAX_CPU_ISA": "AVX2"}
-    done = subprocess.run([sys.executable, "-c", code], env=capped, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
+    env |= {k: v for k, v in environment.items() if v}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    native, warning, float32, cuda = json.loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("cap", ["AVX2", "avx512_core", ""])
+def test_a_bfloat16_base_where_torch_would_emulate_it_warns_in_one_line(cap):
+    """oneDNN capped below AVX512_CORE_BF16 has no bfloat16 instructions whatever the CPU has (an
+    AVX2 CPU, or one with AVX-512 BF16 running an AVX2 one's kernels, as the suite's AVX2 switches
+    do), so torch emulates bfloat16: a pinned `dtype: bfloat16` on the CPU warns in one line that
+    names the fix. Uncapped, the CPU's own flags decide. float32, or a GPU, never warns."""
+    native, flags, warning, float32, cuda = bfloat16_probes(ONEDNN_MAX_CPU_ISA=cap)
     assert float32 is None and cuda is None
     if platform.machine().lower() not in ("x86_64", "amd64"):
         assert native is None and warning is None  # cannot be told: no warning rather than a wrong one
         return
-    assert native is False
-    assert warning.startswith("warning: agent.dtype is bfloat16") and "\n" not in warning
-    assert "set agent.dtype float32" in warning
+    assert native is (flags if cap == "" else False)
+    if native:
+        assert warning is None
+    else:
+        assert warning.startswith("warning: agent.dtype is bfloat16") and "\n" not in warning
+        assert "set agent.dtype float32" in warning

@@ -49,10 +49,11 @@ def test_algo_and_her_must_agree():
 # wide margin (`benchmarks/test_margins.py` measures it over seeds and kernel sets; docs/testing.md).
 LEARNING_TEST_THREADS = 1
 LEARNING_TEST_MIN_RISE = 0.1
-# Every measured seed clears the threshold by at least 2.9x over the 12k env steps on every kernel
-# set (docs/testing.md), so the seed only decides where the suite's run stops: seed 2 stops at the
-# first evaluation (3k) under AVX-512, the kernels of the kind whose time target is tightest, and
-# at 6k under AVX2 and ATen's `default` (seed 0: 9k, 3k and 3k).
+# Every measured run (seeds 0-2, three kernel sets) rises at least 0.29 over the 12k env steps
+# (docs/testing.md), so the seed only decides where the suite's run stops: on this project's AMD
+# EPYC, seed 2 stops at the first evaluation (3k, 0.117 above) under its AVX-512 kernels, those of
+# the kind whose time target is tightest, and at 6k under AVX2 and ATen's `default` (seed 0: 9k,
+# 3k and 3k). Another CPU's kernels may move the stop, never the verdict.
 LEARNING_TEST_SEED = 2
 CURVE_KEY = "eval/simple-train/sampled/all"
 

@@ -171,10 +171,17 @@ def check_model(name: str, vocabulary: Sequence[str] = ()) -> tuple[str, ModelKi
     return path, ("seq2seq" if config.is_encoder_decoder else "causal")
 
 
+# oneDNN's ISA caps (`ONEDNN_MAX_CPU_ISA`, formerly `DNNL_MAX_CPU_ISA`) below AVX512_CORE_BF16: under
+# them oneDNN has no bfloat16 instructions, whatever the CPU has.
+_ONEDNN_CAPS_WITHOUT_BFLOAT16 = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+
+
 def native_cpu_bfloat16() -> bool | None:
-    """Whether this CPU computes bfloat16 in hardware (x86: AVX-512 BF16 or AMX tiles) and torch's
-    oneDNN may use it; None when that cannot be told (another architecture, or a torch without the
-    probes). Without it torch emulates bfloat16 on the CPU, several times slower than float32."""
+    """Whether torch computes bfloat16 on this CPU in hardware: the CPU has AVX-512 BF16 or AMX
+    tiles (x86) and oneDNN, which runs torch's bfloat16 matrix products, is not capped below them;
+    None when that cannot be told (another architecture, or a torch without the probes). Without it
+    torch emulates bfloat16 on the CPU, several times slower than float32."""
+    import os
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
@@ -183,12 +190,13 @@ def native_cpu_bfloat16() -> bool | None:
     if all(probe is None for probe in probes):
         return None
     in_hardware = any(probe() for probe in probes if probe is not None)
-    # The CPU probes read the CPU's flags; oneDNN, which runs torch's bfloat16 matrix products, may be
-    # capped below them (ONEDNN_MAX_CPU_ISA=AVX2, as when a machine with AVX-512 runs an AVX2 one's
-    # kernels), and then torch emulates: a bfloat16 256x576 @ 576x1536 product took 179 ms against
-    # 2.6 ms uncapped on an AMD EPYC with AVX-512 BF16 (one thread).
+    # The probes read the CPU's flags, not oneDNN's cap (as when a machine with AVX-512 runs an AVX2
+    # one's kernels): a bfloat16 256x576 @ 576x1536 product, one thread, on an AMD EPYC with AVX-512
+    # BF16 took 2.6 ms uncapped, 13-15 ms capped at AVX512_CORE, 179 ms at AVX2 (float32: 5.9 ms).
+    # oneDNN's own probe turns False only below AVX-512, so the cap is read as well.
+    cap = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
     onednn = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return in_hardware and (onednn is None or bool(onednn()))
+    return in_hardware and cap not in _ONEDNN_CAPS_WITHOUT_BFLOAT16 and (onednn is None or bool(onednn()))
 
 
 def bfloat16_on_cpu_warning(dtype: str, device: str) -> str | None:
@@ -199,7 +207,7 @@ def bfloat16_on_cpu_warning(dtype: str, device: str) -> str | None:
         return None
     return (
         "warning: agent.dtype is bfloat16 but torch has no bfloat16 instructions here (the CPU has no AVX-512 BF16 "
-        "or AMX, or ONEDNN_MAX_CPU_ISA caps oneDNN below them): "
+        "or AMX, or ONEDNN_MAX_CPU_ISA caps oneDNN below AVX512_CORE_BF16): "
         "torch emulates it, several times slower than float32; set agent.dtype float32 (or auto) on this machine"
     )
 
