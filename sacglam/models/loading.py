@@ -181,7 +181,6 @@ def native_cpu_bfloat16() -> bool | None:
     tiles (x86) and oneDNN, which runs torch's bfloat16 matrix products, is not capped below them;
     None when that cannot be told (another architecture, or a torch without the probes). Without it
     torch emulates bfloat16 on the CPU, several times slower than float32."""
-    import os
     import platform
 
     if platform.machine().lower() not in ("x86_64", "amd64"):
