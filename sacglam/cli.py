@@ -29,10 +29,10 @@ from typing import Any, Literal
 
 import tyro
 
-from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig
+from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig, env_settings_read_by
 from sacglam.config_io import from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
-from sacglam.errors import UserInputError
+from sacglam.errors import UserInputError, user_error_in_remote_text
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import EnvironmentExpert, RandomPolicy
 from sacglam.types import Policy
@@ -444,11 +444,36 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     parsed = _one_line_errors(
         f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}"
     )
+    if isinstance(parsed, (TrainConfig, EvalConfig)):
+        _refuse_unread_env_flags(parsed.env, rest)
     if isinstance(parsed, TrainConfig) and from_file:
         parsed = _resolve_again(parsed, from_file, rest)
     if isinstance(parsed, EvalConfig) and parsed.run is not None and any(a.startswith("--episodes") for a in rest):
         parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
     return parsed
+
+
+def _refuse_unread_env_flags(env: EnvConfig, flags: list[str]) -> None:
+    """An `--env.*` flag that the named environment never reads (`--env.max-steps` for a
+    `module:Class` environment, `--env.level` for Playground-Text) would change nothing, silently:
+    refuse it, saying which environments read it and where the environment's own settings go."""
+    read = set(env_settings_read_by(env.name))
+    for flag in flags:
+        if not flag.startswith("--env."):
+            continue
+        name = flag.split("=", 1)[0].removeprefix("--env.").replace("-", "_")
+        if name in read or name not in {f.name for f in dataclasses.fields(EnvConfig)}:
+            continue  # read, or not a setting at all (the parser has said so already)
+        readers = [kind for kind in ("playground-text", "babyai-text", "textworld") if name in env_settings_read_by(kind)]
+        where = (
+            "pass the environment's own settings in a run config's env.kwargs (docs/environments.md)"
+            if set(read) >= {"kwargs"}
+            else "it has no such setting"
+        )
+        raise UsageError(
+            f"{flag.split('=', 1)[0]} is a setting of {', '.join(readers)}, which env.name {env.name!r} does not "
+            f"read: {where}"
+        )
 
 
 def _mapping_keys(cls: type, prefix: str = "") -> list[str]:
@@ -619,6 +644,15 @@ def main(args: list[str] | None = None) -> None:
                 run(cfg)  # type: ignore[operator]
     except UserInputError as error:
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except Exception as error:
+        ray_exceptions = sys.modules.get("ray.exceptions")  # only a run that started Ray can raise its errors
+        if ray_exceptions is None or not isinstance(error, ray_exceptions.RayError):
+            raise
+        message = user_error_in_remote_text(str(error))  # e.g. an actor that died in its constructor
+        if message is None:
+            raise
+        print(f"sacglam: {message}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

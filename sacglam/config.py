@@ -33,11 +33,17 @@ _ENV_FIELDS_READ = {
 _PROTOCOL_FIELDS_READ = ("kwargs", "held_out_kwargs")
 
 
+def env_settings_read_by(name: str) -> tuple[str, ...]:
+    """The EnvConfig fields the environment `name` reads (a protocol environment: its name, goal
+    set, `kwargs` and `held_out_kwargs`)."""
+    return ("name", "goals", *_ENV_FIELDS_READ.get(name, _PROTOCOL_FIELDS_READ))
+
+
 def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:
     """`env` (an EnvConfig as a dict, e.g. from a run's config.json) cut to the settings its kind
     of environment reads; a protocol environment's empty `kwargs` and absent twin are left out too."""
     name = env.get("name", "playground-text")
-    fields = ("name", "goals", *_ENV_FIELDS_READ.get(name, _PROTOCOL_FIELDS_READ))
+    fields = env_settings_read_by(name)
     return {k: env[k] for k in fields if k in env and (env[k] not in ({}, None) or name in _ENV_FIELDS_READ)}
 
 

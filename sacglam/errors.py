@@ -9,10 +9,40 @@ is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
+import sys
+
 
 class UserInputError(Exception):
     """An input the user can fix; the message names it and the fix."""
 
     def one_line(self) -> str:
-        """The message on one line: the first line of each part, joined (some wrap library errors)."""
+        """The message on one line: the first line of each part, joined (some wrap library errors).
+        Raised in a Ray actor, the error reaches the caller as Ray's `RayTaskError`, an instance of
+        this class too whose text is the remote traceback: the message is its `cause`'s."""
+        cause = getattr(self, "cause", None)
+        if isinstance(cause, UserInputError) and cause is not self:
+            return cause.one_line()
         return " ".join(line.strip() for line in str(self).splitlines() if line.strip())
+
+
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*)\.([A-Za-z_]\w*): (.+)$")  # `package.module.Error: message`, a traceback's end
+
+
+def user_error_in_remote_text(text: str) -> str | None:
+    """The message of the last `UserInputError` a traceback printed as text names, or None.
+
+    Ray keeps no exception object for an actor that dies in its constructor (its `ActorDiedError`
+    carries the remote traceback as text only): this finds the error's class by the name the text
+    gives it, among modules this process has already imported, and returns its message when the
+    class is a `UserInputError`."""
+    found = None
+    for line in text.splitlines():
+        match = _RAISED.match(line.strip())
+        if match is None:
+            continue
+        module, name, message = match.groups()
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, UserInputError):
+            found = message.strip()
+    return found

@@ -101,6 +101,12 @@ def exploration_lines(records: list[dict]) -> list[str]:
             f"the budget and {NO_SIGNAL_EPISODES} episodes): no rewarded step, and no goal reported for relabeling, had "
             "been collected."
         )
+    unreported = next((r for r in records if "explore/no_report_env_steps" in r), None)
+    if unreported is not None:
+        lines.append(
+            f"**No goal reported for relabeling by env step {int(unreported['explore/no_report_env_steps'])}**: the "
+            "environment's `info['achieved_goals']` stayed empty, so hindsight relabeling relabeled nothing."
+        )
     return [*lines, ""] if lines else []
 
 

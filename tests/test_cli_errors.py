@@ -95,6 +95,23 @@ BAD_INPUTS = {
         ["evaluate", "--env.name", "tests.test_env_spec:NoCandidates", "--episodes", "2"],
         "NoCandidates does not follow the environment protocol: reset: info has no 'candidates'",
     ),
+    "train: an environment whose flags are strings": (
+        ["train", "--env.name", "tests.broken_envs:StringFlags", "--env.goals", "train", "--output-dir", "{tmp}/run"],
+        "StringFlags does not follow the environment protocol: episode 0, step 1: terminated and truncated must be bools",
+    ),
+    "train: an environment that fails on its own candidate": (
+        ["train", "--env.name", "tests.broken_envs:RefusesOwnCandidate", "--env.goals", "train", "--output-dir",
+         "{tmp}/run"],
+        "raised RuntimeError: the dial has no wait (at broken_envs.py:",
+    ),  # fmt: skip
+    "train: an environment whose constructor fails": (
+        ["train", "--env.name", "tests.broken_envs:BrokenInit", "--output-dir", "{tmp}/run"],
+        "constructing it failed (RuntimeError: the dial is not wired, at broken_envs.py:",
+    ),
+    "train: a class that is no environment": (
+        ["train", "--env.name", "tests.broken_envs:NotAnEnv", "--output-dir", "{tmp}/run"],
+        "NotAnEnv is a class but not a gymnasium.Env subclass",
+    ),
     "train: a zero budget setting is named": (["train", "--eval-every", "0"], "eval_every=0: num_envs"),
     "evaluate: a run directory that does not exist": (["evaluate", "--run", "{tmp}/none"], "none does not exist"),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
@@ -121,3 +138,44 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     assert len(message) == 1 and expected in message[0], err
     assert not any("Traceback" in line for line in err)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_user_error_raised_in_a_ray_actor_is_found_in_the_text_ray_passes_back():
+    from sacglam.envs.protocol import EnvironmentProtocolError
+    from sacglam.errors import user_error_in_remote_text
+
+    # an actor that dies in its constructor: Ray's ActorDiedError keeps the remote traceback as text only
+    text = (
+        "The actor died because of an error raised in its creation task, ray::learner-0:LearnerService.__init__()\n"
+        '  File "/x/sacglam/envs/guard.py", line 130, in _fail\n'
+        "    raise EnvironmentProtocolError(\n"
+        "sacglam.envs.protocol.EnvironmentProtocolError: Dial does not follow the environment protocol: step 1\n"
+    )
+    assert user_error_in_remote_text(text) == "Dial does not follow the environment protocol: step 1"
+    assert user_error_in_remote_text(text.replace("EnvironmentProtocolError:", "KeyError:")) is None
+    assert user_error_in_remote_text("builtins.ValueError: not the user's\n") is None
+
+    class RemoteError(EnvironmentProtocolError):  # as Ray's RayTaskError subclasses the remote error's class
+        def __init__(self, cause):
+            super().__init__(f"Traceback (most recent call last):\n  File ...\n{cause}")
+            self.cause = cause
+
+    assert RemoteError(EnvironmentProtocolError("the message")).one_line() == "the message"
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["train", "--env.name", "tests.broken_envs:Dial", "--env.max-steps", "3"],
+         "--env.max-steps is a setting of playground-text, babyai-text, textworld, which env.name "
+         "'tests.broken_envs:Dial' does not read: pass the environment's own settings in a run config's env.kwargs"),
+        (["evaluate", "--env.name", "tests.broken_envs:Dial", "--env.n-objects=2"], "--env.n-objects is a setting of"),
+        (["train", "--env.level", "GoToLocal"], "--env.level is a setting of babyai-text, which env.name "
+         "'playground-text' does not read"),
+    ],
+)  # fmt: skip
+def test_an_env_flag_the_environment_never_reads_is_refused(args, expected, capsys, monkeypatch):
+    monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2 and expected in capsys.readouterr().err

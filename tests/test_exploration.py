@@ -194,7 +194,13 @@ def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
     assert [r["explore/no_signal_env_steps"] for r in records if "explore/no_signal_env_steps" in r] == [step]
     from sacglam.report import write_report
 
-    assert f"No learning signal by env step {step}" in write_report(tmp_path / "run").read_text()
+    report = write_report(tmp_path / "run").read_text()
+    assert f"No learning signal by env step {step}" in report
+    # nor any goal reported for relabeling: said once, at the same first chunk past both thresholds
+    unreported = [line for line in said if "relabels episodes with the goals the environment reports" in line]
+    assert len(unreported) == 1 and f"none was reported in {step} env steps ({episodes} episodes)" in unreported[0]
+    assert [r["explore/no_report_env_steps"] for r in records if "explore/no_report_env_steps" in r] == [step]
+    assert f"No goal reported for relabeling by env step {step}" in report
 
 
 @pytest.mark.parametrize("algo", ["sac", "sac-her"])
@@ -217,7 +223,7 @@ def test_a_run_with_a_signal_never_says_it_has_none(algo, tmp_path):
     )
     said: list[str] = []
     run_pipeline(cfg, announce=said.append)
-    assert not [line for line in said if "without a rewarded step" in line]
+    assert not [line for line in said if "without a rewarded step" in line or "none was reported" in line]
     last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
     assert last["train/episodes"] >= 50  # the check had its chance
     assert "explore/no_signal_env_steps" not in (tmp_path / "run" / "metrics.jsonl").read_text()
@@ -314,8 +320,9 @@ def test_a_checkpoint_from_before_the_signal_count_is_not_taken_for_a_run_withou
     from sacglam.pipeline.driver import Counters, counters_from_json
 
     old = asdict(Counters(env_steps=5000, episodes=700, successes=0))
-    del old["learning_signals"], old["no_signal_at"]
+    del old["learning_signals"], old["no_signal_at"], old["reported_goals"], old["no_report_at"]
     assert counters_from_json(old).learning_signals == 1 and counters_from_json(old).no_signal_at is None
+    assert counters_from_json(old).reported_goals == 1 and counters_from_json(old).no_report_at is None
     assert counters_from_json(asdict(Counters(learning_signals=0))).learning_signals == 0  # a new one as saved
 
 

@@ -15,12 +15,15 @@ lists and goal samplers use it).
 
 from __future__ import annotations
 
+import math
+import numbers
 import random
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from sacglam.errors import UserInputError
 
@@ -59,7 +62,8 @@ def goal_and_rest(observation: str) -> tuple[str, str]:
     return "", observation
 
 
-def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
+def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
+    """What in a reset's or step's `info` breaks the protocol (`where` starts each message)."""
     problems = []
     if not isinstance(info, dict):
         return [f"{where}: info must be a dict, got {type(info).__name__}"]
@@ -87,6 +91,43 @@ def _check_info(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     return problems
 
 
+STEP_RESULT = "(observation, reward, terminated, truncated, info)"
+CHECKER_HINT = "(sacglam.envs.protocol.check_environment(env) checks every rule: docs/environments.md)"
+
+
+def step_arity_problem(result: Any) -> str | None:
+    """Why `result` is not the 5-tuple a gymnasium step returns, or None when it is (the 4-tuple
+    of gym's old API, `(obs, reward, done, info)`, is named as such)."""
+    if isinstance(result, tuple) and len(result) == 5:
+        return None
+    if isinstance(result, tuple) and len(result) == 4:
+        return (
+            f"step() returned 4 values, gym's old (obs, reward, done, info); gymnasium's step returns {STEP_RESULT}: "
+            "split done into terminated (the task ended) and truncated (a time limit)"
+        )
+    size = f"{len(result)} values" if isinstance(result, tuple) else f"a {type(result).__name__}"
+    return f"step() must return {STEP_RESULT}, got {size}"
+
+
+def step_value_problems(reward: Any, terminated: Any, truncated: Any, where: str) -> list[str]:
+    """What breaks the protocol in a step's reward (a real number: int, float or a numpy scalar,
+    not a bool) and flags (bool or numpy bool: a string such as "False" or an int would be read
+    as a truth value, silently)."""
+    problems = []
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)) or isinstance(
+        reward, np.complexfloating
+    ):
+        problems.append(f"{where}: reward must be a number (float), got {reward!r} ({type(reward).__name__})")
+    elif not math.isfinite(float(reward)):
+        problems.append(f"{where}: reward must be finite, got {reward!r}")
+    if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
+        problems.append(
+            f"{where}: terminated and truncated must be bools, got {terminated!r}, {truncated!r} "
+            f"({type(terminated).__name__}, {type(truncated).__name__})"
+        )
+    return problems
+
+
 def check_first_reset(env: gymnasium.Env, seed: int = 0) -> None:
     """The part of `check_environment` a run does before it starts (one `reset`, no steps): the
     observation is text and `info` lists the candidates (and the goal, when it names one), so a
@@ -98,13 +139,13 @@ def check_first_reset(env: gymnasium.Env, seed: int = 0) -> None:
     else:
         obs, info = result
         goal_conditioned = isinstance(info, dict) and "goal" in info
-        problems = _check_observation(obs, info, "reset", goal_conditioned) + _check_info(
+        problems = observation_problems(obs, info, "reset", goal_conditioned) + info_problems(
             info, "reset", goal_conditioned
         )
     if problems:
         raise EnvironmentProtocolError(
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)} "
-            "(sacglam.envs.check_environment(env) checks every rule: docs/environments.md)"
+            + CHECKER_HINT
         )
 
 
@@ -138,8 +179,8 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
         if episode == 0:
             features["goal"] = isinstance(info, dict) and "goal" in info
             features["goal_type"] = isinstance(info, dict) and "goal_type" in info
-        problems += _check_observation(obs, info, "reset", features["goal"])
-        problems += _check_info(info, "reset", features["goal"])
+        problems += observation_problems(obs, info, "reset", features["goal"])
+        problems += info_problems(info, "reset", features["goal"])
         if problems:
             break
         goal = info.get("goal")
@@ -167,17 +208,12 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                     "the action was not chosen from: return a new list each time",
                     stacklevel=2,
                 )
-            if not (isinstance(step, tuple) and len(step) == 5):
-                raise EnvironmentProtocolError(
-                    f"{where}: step() must return (obs, reward, terminated, truncated, info)"
-                )
+            if (arity := step_arity_problem(step)) is not None:
+                raise EnvironmentProtocolError(f"{type(env.unwrapped).__name__}, {where}: {arity}")
             obs, reward, terminated, truncated, info = step
-            if not isinstance(reward, (int, float)) or isinstance(reward, bool):
-                problems.append(f"{where}: reward must be a float, got {reward!r}")
-            if not isinstance(terminated, bool) or not isinstance(truncated, bool):
-                problems.append(f"{where}: terminated and truncated must be bools, got {terminated!r}, {truncated!r}")
-            problems += _check_info(info, where, features["goal"])
-            problems += _check_observation(obs, info, where, features["goal"])
+            problems += step_value_problems(reward, terminated, truncated, where)
+            problems += info_problems(info, where, features["goal"])
+            problems += observation_problems(obs, info, where, features["goal"])
             if problems:
                 break
             if "achieved_goals" in info:
@@ -241,7 +277,9 @@ def _probe_an_action_outside_the_candidates(env: gymnasium.Env, seed: int) -> No
     )
 
 
-def _check_observation(obs: Any, info: Any, where: str, goal_conditioned: bool) -> list[str]:
+def observation_problems(obs: Any, info: Any, where: str, goal_conditioned: bool) -> list[str]:
+    """What in an observation breaks the protocol: not text, or (goal-conditioned) no goal line
+    that agrees with `info['goal']` and gives the text back when rewritten."""
     if not isinstance(obs, str) or not obs:
         return [f"{where}: the observation must be the prompt text (a non-empty str), got {type(obs).__name__}"]
     if goal_conditioned and isinstance(info, dict) and isinstance(info.get("goal"), str):

@@ -22,6 +22,7 @@ import pkgutil
 import re
 import shlex
 import sys
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from typing import Any
 import gymnasium
 from gymnasium.vector import VectorEnv
 
+from sacglam.envs.guard import ProtocolGuard
 from sacglam.envs.protocol import check_first_reset
 from sacglam.envs.text_vector import TextVectorEnv
 from sacglam.errors import UserInputError
@@ -347,6 +349,12 @@ def _import_failure(module_name: str, error: ImportError) -> str:
     return f"importing module {module_name!r} failed ({type(error).__name__}: {' '.join(str(error).split())})"
 
 
+def _raised_at(error: BaseException) -> str:
+    """`", at its_module.py:12"`: where the deepest frame of `error`'s traceback is ("" if none)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f", at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+
+
 def _is_env_class(value: object) -> bool:
     return isinstance(value, type) and issubclass(value, gymnasium.Env)
 
@@ -414,17 +422,20 @@ class GymnasiumSpec(EnvironmentSpec):
         self.make().close()  # fails now, with the entry's own message, rather than inside a worker
 
     def make(self) -> gymnasium.Env:
+        """The environment, its calls checked against the protocol as a run makes them
+        (`ProtocolGuard`). Raises `EnvironmentNameError` or `EnvironmentArgumentsError` (one line)
+        when it cannot be made."""
         kwargs = {**self.kwargs, **(self.held_out_kwargs or {})} if self.goal_set == "test" else dict(self.kwargs)
         module, factory, rerun = self._factory()
         try:
-            return factory(**kwargs)
+            env = factory(**kwargs)
         except gymnasium.error.Error as error:  # from gymnasium.make: no such id, or what it needs is missing
             raise self._not_made(module, error) from error
-        except (TypeError, ValueError) as error:  # the arguments do not fit it, or its own code failed
+        except Exception as error:  # the arguments do not fit it, or its own code failed
             if isinstance(error, UserInputError):
                 raise
-            given = "env.kwargs with env.held_out_kwargs" if self.goal_set == "test" else "env.kwargs"
-            arguments = f" with {given} {kwargs!r}" if kwargs else ""
+            given = "env.kwargs updated by env.held_out_kwargs" if self.goal_set == "test" else "env.kwargs"
+            arguments = f" with {given}, {kwargs!r}," if kwargs else ""
             try:  # the call as Python, when the arguments are literals Python reads back
                 literal = ast.literal_eval(repr(kwargs)) == kwargs
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -433,8 +444,14 @@ class GymnasiumSpec(EnvironmentSpec):
             how = f"; its traceback: python -c {_shell_word(rerun)}" if literal else ""
             raise EnvironmentArgumentsError(
                 f"env.name {self.entry!r}: constructing it{arguments} failed "
-                f"({type(error).__name__}: {' '.join(str(error).split())}){how}"
+                f"({type(error).__name__}: {' '.join(str(error).split())}{_raised_at(error)}){how}"
             ) from error
+        if not isinstance(env, gymnasium.Env):  # a factory function's result
+            raise EnvironmentNameError(
+                f"env.name {self.entry!r} returned a {type(env).__name__}, not a gymnasium.Env: name a gymnasium.Env "
+                "class, a function that returns one, or a registered environment id"
+            )
+        return ProtocolGuard(env)
 
     def _factory(self) -> tuple[Any, Any, str]:
         """(the module `module:Class` names, or None; what makes the environment from keyword
@@ -449,8 +466,14 @@ class GymnasiumSpec(EnvironmentSpec):
         except ImportError as error:
             raise EnvironmentNameError(f"env.name {self.entry!r}: {_import_failure(module_name, error)}") from error
         target = getattr(module, name, None)
-        if _is_env_class(target):
+        if _is_env_class(target) or (callable(target) and not isinstance(target, type)):  # a class, or a factory
             return module, target, f"import {module_name}; {module_name}.{name}(**KWARGS)"
+        if target is not None and self.entry not in gymnasium.registry:
+            raise EnvironmentNameError(
+                f"env.name {self.entry!r}: {module_name}.{name} is "
+                f"{'a class but not a gymnasium.Env subclass' if isinstance(target, type) else f'a {type(target).__name__}, not callable'}: name a "
+                "gymnasium.Env class, a function that returns one, or a registered environment id"
+            )
         return module, registered, rerun  # `module:RegisteredId`
 
     def _not_made(self, module: Any, error: gymnasium.error.Error) -> EnvironmentNameError:

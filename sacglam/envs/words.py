@@ -16,6 +16,8 @@ from typing import Any
 
 import gymnasium
 
+from sacglam.errors import UserInputError
+
 WORD = re.compile(r"\w+|[^\w\s]+")  # the pre-tokenizer of sacglam.models.tiny.word_level_tokenizer
 
 
@@ -54,6 +56,8 @@ def collect_words(make_env: Callable[[], gymnasium.Env], steps: int = 2_000, see
                 observation, info = env.reset(seed=seed + episode)
                 texts += _texts_of(observation, info)
     except Exception as error:
+        if isinstance(error, UserInputError):
+            raise  # the environment's own one-line message (`ProtocolGuard`), as it is
         raise ValueError(
             f"random play to collect the words of {type(env.unwrapped).__name__} failed at step {step} "
             f"({type(error).__name__}: {error}); check it with sacglam.envs.protocol.check_environment"

@@ -59,6 +59,8 @@ class Counters:
     discarded_env_steps: int = 0  # collected with stale weights and dropped (on-policy schedule)
     learning_signals: int = 0  # rewarded steps collected, plus partner reports when relabeling uses them
     no_signal_at: int | None = None  # env step at which the run was found to have no learning signal yet
+    reported_goals: int = 0  # goals the partner reported, summed over chunks (each chunk's distinct ones)
+    no_report_at: int | None = None  # env step at which a relabeling run was found to have no report to relabel with
 
 
 class PipelineDriver:
@@ -250,6 +252,7 @@ class PipelineDriver:
         c.episodes += result.episodes
         c.successes += result.successes
         c.learning_signals += result.rewarded_steps + (len(result.reported_goals) if self.cfg.sac.her else 0)
+        c.reported_goals += len(result.reported_goals)
         c.recent.append((result.episodes, result.successes))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
@@ -264,6 +267,7 @@ class PipelineDriver:
         if not explore and kept:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)
         self._check_learning_signal()
+        self._check_hindsight_reports()
         if c.env_steps >= c.next_log:
             self.log()
             c.next_log += self.cfg.log_every
@@ -290,6 +294,27 @@ class PipelineDriver:
             "--policies random --env.name ...`"
         )
         self.logger.log(c.env_steps, {"explore/no_signal_env_steps": c.env_steps})
+
+    def _check_hindsight_reports(self) -> None:
+        """A run that relabels (SAC-GLAM+HER, PPO-GLAM with `ppo.her`) once `NO_SIGNAL_SHARE` of its
+        budget and `NO_SIGNAL_EPISODES` episodes are collected without a single goal reported in
+        `info['achieved_goals']`: say once, in a line and in the metrics
+        (`explore/no_report_env_steps`, which the report shows), that relabeling has had nothing to
+        relabel with. An environment that never reports goals trains as if relabeling were off."""
+        c = self.c
+        relabels = self.cfg.sac.her if not self.schedule.on_policy else self.cfg.ppo.her
+        if not relabels or c.no_report_at is not None or c.reported_goals:
+            return
+        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps or c.episodes < NO_SIGNAL_EPISODES:
+            return
+        c.no_report_at = c.env_steps
+        self.announce(
+            f"warning: {self.cfg.algo} relabels episodes with the goals the environment reports achieved "
+            f"(info['achieved_goals']), and none was reported in {c.env_steps} env steps ({c.episodes} episodes): "
+            "hindsight relabeling has relabeled nothing; an environment that never reports them trains as without "
+            "relabeling (docs/environments.md)"
+        )
+        self.logger.log(c.env_steps, {"explore/no_report_env_steps": c.env_steps})
 
     def _teach_goal_sampler(self, result: ChunkReport) -> None:
         """The chunk's partner reports and episode outcomes to the goal sampler (not waited for:
@@ -438,9 +463,9 @@ def restore(parts: Components, checkpoint: StoragePath) -> Counters:
 
 def counters_from_json(saved: dict[str, Any]) -> Counters:
     """A checkpoint's `driver.json` as `Counters`. One written before the learning-signal count
-    existed: whether its run had a signal is unknown, so it counts as having had one (no warning
-    of none on every such resume)."""
-    saved = {"learning_signals": saved.get("successes", 0) or 1, **saved}
+    (or the count of reported goals) existed: whether its run had a signal (a report) is unknown,
+    so it counts as having had one (no warning of none on every such resume)."""
+    saved = {"learning_signals": saved.get("successes", 0) or 1, "reported_goals": 1, **saved}
     counters = Counters(**saved)
     counters.recent = [(int(e), int(s)) for e, s in counters.recent]
     return counters

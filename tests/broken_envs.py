@@ -1,0 +1,154 @@
+"""Environments that break the protocol (`docs/environments.md`) in one way each, as an
+environment written elsewhere might, for the tests of `ProtocolGuard` and of the command line.
+
+`Dial` is a correct one: turn a dial to the goal's number; every turn reports the number it
+reaches, and the goal's number ends the episode with reward 1. Each subclass changes one thing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+NUMBERS = ("one", "two", "three")
+
+
+class Dial(gymnasium.Env):
+    observation_space = gymnasium.spaces.Text(max_length=200)
+    action_space = gymnasium.spaces.Text(max_length=40)
+
+    def __init__(self, max_steps: int = 4) -> None:
+        self.max_steps, self.goal, self.t, self.at, self.reached = max_steps, "Reach three", 0, "zero", set()
+
+    def _obs(self) -> str:
+        return f"Goal: {self.goal}\nThe dial shows {self.at}.\nAction:"
+
+    def _candidates(self) -> list[str]:
+        return [f"Turn the dial to {n}" for n in NUMBERS if n != self.at] + ["Wait"]
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        return {"candidates": self._candidates(), "goal": self.goal, "achieved_goals": achieved}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.goal = (options or {}).get("goal") or f"Reach {NUMBERS[int(self.np_random.integers(3))]}"
+        self.t, self.at, self.reached = 0, "zero", set()
+        return self._obs(), self._info([])
+
+    def _outcome(self, action: str) -> tuple[list[str], float, bool, bool]:
+        if action not in self._candidates():
+            raise ValueError(f"{action!r} is not one of {self._candidates()}")
+        self.t += 1
+        achieved = []
+        if action != "Wait":
+            self.at = action.rsplit(" ", 1)[1]
+            achieved = [f"Reach {self.at}"] if self.at not in self.reached else []
+            self.reached.add(self.at)
+        success = self.goal in achieved
+        return achieved, float(success), success, self.t >= self.max_steps and not success
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated, truncated, self._info(achieved)
+
+
+class StringFlags(Dial):
+    """Flags as strings: `"False"` is a true value, so every step would end its episode."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, str(terminated), str(truncated), self._info(achieved)
+
+
+class IntFlags(Dial):
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, int(terminated), int(truncated), self._info(achieved)
+
+
+class NumpyValues(Dial):
+    """A correct environment whose reward and flags are numpy scalars."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), np.float32(reward), np.bool_(terminated), np.bool_(truncated), self._info(achieved)
+
+
+class OldStepAPI(Dial):
+    """gym's old step: (obs, reward, done, info)."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated or truncated, self._info(achieved)
+
+
+class NoCandidatesAfterStep(Dial):
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated, truncated, {"goal": self.goal, "achieved_goals": achieved}
+
+
+class RefusesOwnCandidate(Dial):
+    """Offers `Wait` but fails on it."""
+
+    def step(self, action):
+        if action == "Wait":
+            raise RuntimeError("the dial has no wait")
+        return super().step(action)
+
+
+class FalseOwnGoal(Dial):
+    """Reports its own goal achieved on a step that neither pays nor ends the episode."""
+
+    def step(self, action):
+        achieved, _, _, truncated = self._outcome(action)
+        return self._obs(), 0.0, False, truncated, self._info(achieved)
+
+
+class RepeatsGoal(Dial):
+    """Reports a number each time the dial reaches it, not only the first time."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated, truncated, self._info([f"Reach {self.at}"] if action != "Wait" else [])
+
+
+class BrokenInit(Dial):
+    def __init__(self) -> None:
+        raise RuntimeError("the dial is not wired")
+
+
+class NotAnEnv:
+    """A class that is not a gymnasium.Env."""
+
+
+def make_dial(max_steps: int = 4) -> Dial:
+    """A factory function, as gymnasium's entry points allow."""
+    return Dial(max_steps)
+
+
+def make_nothing() -> None:
+    return None
+
+
+class FailsLater(Dial):
+    """Lists its words (no random play before the run) and breaks the protocol only from its
+    40th step on, inside a run: its flags become strings."""
+
+    vocabulary = tuple("Goal : Reach zero one two three The dial shows . Action Turn the to Wait".split())
+    steps_taken = 0
+
+    def step(self, action):
+        FailsLater.steps_taken += 1
+        achieved, reward, terminated, truncated = self._outcome(action)
+        if FailsLater.steps_taken >= 40:
+            terminated, truncated = str(terminated), str(truncated)
+        return self._obs(), reward, terminated, truncated, self._info(achieved)
+
+
+class NoReports(Dial):
+    """A correct environment without hindsight: its info has no `achieved_goals`."""
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        return {"candidates": self._candidates(), "goal": self.goal}

@@ -1,0 +1,103 @@
+"""`ProtocolGuard` (`sacglam/envs/guard.py`): an environment written elsewhere is checked at every
+reset and step a run makes, and each breach of the protocol is one line naming the environment,
+the step and the rule; what the protocol allows passes unchanged (rewards as float, flags as bool).
+The environments are in `tests/broken_envs.py`, each breaking one rule."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from sacglam.envs import guard
+from sacglam.envs.protocol import EnvironmentProtocolError, check_environment
+from sacglam.envs.spec import EnvironmentNameError, GymnasiumSpec
+from tests import broken_envs
+
+
+def guarded(name: str):
+    return GymnasiumSpec(f"tests.broken_envs:{name}").make()
+
+
+def play(env, actions: list[str], goal: str = "Reach three"):
+    env.reset(seed=0, options={"goal": goal})
+    return [env.step(action) for action in actions]
+
+
+BREACHES = {
+    "StringFlags": (["Turn the dial to one"], "terminated and truncated must be bools, got 'False', 'False' (str, str)"),
+    "IntFlags": (["Turn the dial to one"], "terminated and truncated must be bools, got 0, 0 (int, int)"),
+    "OldStepAPI": (["Turn the dial to one"], "step() returned 4 values, gym's old (obs, reward, done, info)"),
+    "NoCandidatesAfterStep": (["Wait"], "episode 0, step 1: info has no 'candidates'"),
+    "RefusesOwnCandidate": (
+        ["Turn the dial to one", "Wait"],
+        "episode 0, step 2: step('Wait') raised RuntimeError: the dial has no wait (at broken_envs.py:",
+    ),
+    "FalseOwnGoal": (
+        ["Turn the dial to one", "Turn the dial to three"],
+        "episode 0, step 2: the episode's own goal 'Reach three' was reported achieved but the step was not a success",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BREACHES))
+def test_a_breach_of_the_protocol_during_play_is_one_line_naming_the_step_and_the_rule(name):
+    actions, expected = BREACHES[name]
+    env = guarded(name)
+    with pytest.raises(EnvironmentProtocolError) as breach:
+        play(env, actions)
+    message = breach.value.one_line()
+    assert expected in message and message.startswith(name), message
+    # the checker an author runs finds the same breach (the run and the checker agree)
+    if name != "FalseOwnGoal":  # random play needs luck to reach it
+        with pytest.raises(EnvironmentProtocolError):
+            check_environment(getattr(broken_envs, name)())
+
+
+def test_what_the_protocol_allows_passes_unchanged_with_python_types():
+    raw, env = broken_envs.NumpyValues(), guarded("NumpyValues")
+    assert check_environment(raw)["hindsight"]  # numpy scalars are allowed by the checker too
+    steps = play(env, ["Turn the dial to one", "Turn the dial to three"])
+    expected = play(broken_envs.Dial(), ["Turn the dial to one", "Turn the dial to three"])
+    for (obs, reward, terminated, truncated, info), want in zip(steps, expected):
+        assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
+        assert (obs, reward, terminated, truncated, info) == want
+    assert steps[-1][1:3] == (1.0, True)
+
+
+def test_an_action_never_offered_is_refused_as_the_environment_refuses_it():
+    env = guarded("Dial")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="is not one of") as refused:
+        env.step("Turn the dial to zero")
+    assert not isinstance(refused.value, EnvironmentProtocolError)  # the caller's mistake, not the environment's
+
+
+def test_a_goal_reported_again_is_kept_once_with_one_warning_per_process(monkeypatch):
+    monkeypatch.setattr(guard, "_WARNED_OF_REPEATS", set())
+    env = guarded("RepeatsGoal")
+    actions = ["Turn the dial to one", "Turn the dial to two", "Turn the dial to one", "Turn the dial to two"]
+    with pytest.warns(UserWarning, match="goal 'Reach one' was reported achieved again in the same episode"):
+        steps = play(env, actions)
+    assert [info["achieved_goals"] for *_, info in steps] == [["Reach one"], ["Reach two"], [], []]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second environment of the class: no second warning
+        play(guarded("RepeatsGoal"), actions)
+
+
+def test_the_vector_a_run_steps_refuses_string_flags_rather_than_ending_every_episode():
+    vector = GymnasiumSpec("tests.broken_envs:StringFlags").make_vector(2)
+    vector.reset(seed=0)
+    with pytest.raises(EnvironmentProtocolError, match="must be bools"):
+        vector.step(["Wait", "Wait"])
+    numpy_vector = GymnasiumSpec("tests.broken_envs:NumpyValues").make_vector(2)
+    numpy_vector.reset(seed=0)
+    _, rewards, terminated, truncated, _ = numpy_vector.step(["Wait", "Wait"])
+    assert not terminated.any() and not truncated.any() and rewards.dtype == np.float32
+
+
+def test_a_factory_function_is_an_entry_and_what_is_no_environment_is_named():
+    assert type(GymnasiumSpec("tests.broken_envs:make_dial", {"max_steps": 2}).make().unwrapped).__name__ == "Dial"
+    with pytest.raises(EnvironmentNameError, match="NotAnEnv is a class but not a gymnasium.Env subclass"):
+        GymnasiumSpec("tests.broken_envs:NotAnEnv")
+    with pytest.raises(EnvironmentNameError, match="returned a NoneType, not a gymnasium.Env"):
+        GymnasiumSpec("tests.broken_envs:make_nothing")
