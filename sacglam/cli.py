@@ -85,7 +85,7 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
         summarize_evaluation,
         training_evaluation,
     )
-    from sacglam.export import _last_evaluation, load_run_agent
+    from sacglam.export import evaluation_of_weights, load_run_agent
     from sacglam.models.policy import run_agent_part
 
     assert cfg.run is not None
@@ -120,12 +120,14 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     print(format_success_table(rows))
     report: dict[str, Any] = {"run": cfg.run, "env_steps": env_steps, "evaluation": figures, "table": rows}
     if same_episodes:
-        own = _last_evaluation(cfg.run)
+        own = evaluation_of_weights(cfg.run, env_steps)
         shared = [k for k, v in figures.items() if k.endswith(f"/{OVERALL}") and k in own]
         if own.get("env_steps") == env_steps and shared:  # the modes the run evaluated in
             report["run_own_evaluation"] = own
             same = all(own[k] == figures[k] for k in shared)
             print(f"the run's own evaluation at {env_steps} env steps: {'the same' if same else 'DIFFERENT'} figures")
+        else:
+            print(f"the run has no evaluation of these weights (env steps {env_steps}) to compare with")
     if cfg.output is not None:
         cfg.output.write_text(json.dumps(report, indent=2, default=str))
         print(f"wrote {cfg.output}")
@@ -299,16 +301,35 @@ class ExportArgs:
 
     run: tyro.conf.Positional[str]
     """The run directory (a path or URI) written by `sacglam train`."""
-    out: tyro.conf.Positional[Path]
-    """Where the export goes (a local directory)."""
+    out: tyro.conf.Positional[str]
+    """Where the export goes: a directory, as a path or a URI (file://, s3://, ...: written here, then uploaded)."""
 
 
-def export(args: ExportArgs) -> Path:
-    from sacglam.export import export_run
+def export(args: ExportArgs) -> str:
+    from sacglam.export import EXPORT_FILES, ExportError, export_run
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
 
-    out = export_run(args.run, args.out)
-    print(f"exported {args.run} to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
-    return out
+    target = StoragePath(args.out)
+    try:
+        if target.is_file():
+            raise ExportError(f"{args.out} is a file: give a directory for the export")
+        earlier = sorted(name for name in EXPORT_FILES if (target / name).exists())
+        if earlier:  # an earlier export's files would be overwritten or mixed with this one's
+            raise ExportError(
+                f"{args.out} already holds {', '.join(earlier)}, which the export writes: give a new directory, or "
+                "remove those first (nothing was written)"
+            )
+        with target.writing_locally() as local:
+            written = sorted(p.name for p in export_run(args.run, local).iterdir() if p.name in EXPORT_FILES)
+    except (ExportError, UserInputError):
+        raise
+    except STORAGE_ERRORS as error:  # a parent that is a file, no permission, an unreachable bucket
+        raise ExportError(
+            f"cannot write the export to {args.out} ({type(error).__name__}: {' '.join(str(error).split())}): give a "
+            "directory that can be created and written"
+        ) from error
+    print(f"exported {args.run} to {target.as_location()}: {', '.join(written)}")
+    return target.as_location()
 
 
 @dataclass(frozen=True)
@@ -326,14 +347,19 @@ class WatchArgs:
     held_out: bool = False
     """Episodes of the held-out goal set instead of the train goals."""
     out: Path | None = None
-    """Where the transcripts go (default: RUN/transcripts for a local run, else ./transcripts)."""
+    """Where the transcripts go (default: RUN/watch for a local run, else ./watch; RUN/transcripts holds the
+    final evaluation's, which the run's report links to)."""
 
 
 def watch(args: WatchArgs) -> dict[str, Any]:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     local = "://" not in args.run
-    out = args.out or (Path(args.run) / "transcripts" if local else Path("transcripts"))
+    # not RUN/transcripts: those are the final evaluation's, which the run's report links to
+    out = args.out or (Path(args.run) / "watch" if local else Path("watch"))
+    blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:  # said now, not after the episodes have run
+        raise UsageError(f"--out {out}: {blocking} is a file; give a directory for the transcripts")
     paths = record_transcripts(args.run, args.episodes, args.mode, args.held_out, out)
     print(
         f"{paths['successes']} of {paths['episodes']} episodes succeeded; open {paths['html']} in a browser "

@@ -85,20 +85,24 @@ def _base_location(path: str) -> str:
     return path.replace(root, "$SACGLAM_CACHE", 1) if path.startswith(root) else path
 
 
-def _last_evaluation(run_dir: str) -> dict[str, float]:
+def evaluation_of_weights(run_dir: str, env_steps: int) -> dict[str, float]:
+    """The run's evaluation of the weights it had at `env_steps` (a checkpoint's step): its
+    `eval/*` figures and `env_steps`, or, when it evaluated none there (a run killed after an
+    evaluation but before the checkpoint that would have held those weights), the newest one
+    before that step; {} when there is none. An export folder: the evaluation it was written with."""
     from sacglam.models.exported import export_settings, is_export
     from sacglam.runtime.storage import StoragePath
 
     if is_export(run_dir):
         return dict(export_settings(run_dir)["last_evaluation"])
     path = StoragePath(run_dir) / "metrics.jsonl"
-    last: dict[str, float] = {}
+    found: dict[str, float] = {}
     if path.is_file():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            if any(k.startswith("eval/") for k in row):
-                last = {k: v for k, v in row.items() if k.startswith("eval/") or k == "env_steps"}
-    return last
+            if any(k.startswith("eval/") for k in row) and row.get("env_steps", 0) <= env_steps:
+                found = {k: v for k, v in row.items() if k.startswith("eval/") or k == "env_steps"}
+    return found
 
 
 def exported_run_config(path: str, settings: dict[str, Any]):
@@ -248,7 +252,7 @@ def export_run(run_dir: str, out: Path) -> Path:
         "env": dataclasses.asdict(cfg.env),
         "env_steps": int(checkpoint.name.rsplit("-", 1)[-1]),
         "checkpoint": checkpoint.name,
-        "last_evaluation": _last_evaluation(run_dir),
+        "last_evaluation": evaluation_of_weights(run_dir, int(checkpoint.name.rsplit("-", 1)[-1])),
         "critic": critic,
         # the whole run config (where it was written: made public), so that `sacglam evaluate --run`
         # and `sacglam watch` take an export as they take its run

@@ -12,6 +12,7 @@ import gymnasium
 import numpy as np
 
 NUMBERS = ("one", "two", "three")
+DIAL_WORDS = tuple("Goal : Reach zero one two three The dial shows . Action Turn the to Wait".split())
 
 
 class Dial(gymnasium.Env):
@@ -136,7 +137,7 @@ class FailsLater(Dial):
     """Lists its words (no random play before the run) and breaks the protocol only from its
     40th step on, inside a run: its flags become strings."""
 
-    vocabulary = tuple("Goal : Reach zero one two three The dial shows . Action Turn the to Wait".split())
+    vocabulary = DIAL_WORDS
     steps_taken = 0
 
     def step(self, action):
@@ -152,3 +153,15 @@ class NoReports(Dial):
 
     def _info(self, achieved: list[str]) -> dict[str, Any]:
         return {"candidates": self._candidates(), "goal": self.goal}
+
+
+class ShortVocabulary(Dial):
+    """Lists its words but forgets the candidates' and the punctuation."""
+
+    vocabulary = ("Goal", "Reach", "zero", "one", "two", "three", "The", "dial", "shows", "Action")
+
+
+class Listed(Dial):
+    """A correct environment that lists every word of its texts."""
+
+    vocabulary = DIAL_WORDS

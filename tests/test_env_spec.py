@@ -179,3 +179,18 @@ def test_prepare_checks_the_first_reset_of_the_environment_and_its_twin():
     with pytest.raises(EnvironmentProtocolError, match="reset: info has no 'candidates'"):
         GymnasiumSpec("tests.test_env_spec:NoCandidates").prepare()
     GymnasiumSpec("tests.test_env_protocol:Corridor", held_out_kwargs={}).prepare()  # one that follows it
+
+
+def test_a_vocabulary_that_misses_words_of_the_texts_gets_them_from_random_play_with_a_note(capsys):
+    from tests.broken_envs import ShortVocabulary
+
+    words = GymnasiumSpec("tests.broken_envs:ShortVocabulary").vocabulary()
+    listed = ShortVocabulary.vocabulary
+    assert words[: len(listed)] == listed  # the list first, in its order
+    assert {"Turn", "the", "to", "Wait", ":", "."} <= set(words[len(listed) :])
+    note = capsys.readouterr().out
+    assert "note: ShortVocabulary.vocabulary lacks" in note and "'Turn'" in note
+    from tests.broken_envs import DIAL_WORDS
+
+    assert GymnasiumSpec("tests.broken_envs:Listed").vocabulary() == DIAL_WORDS  # a complete list: as it is, no note
+    assert "note:" not in capsys.readouterr().out

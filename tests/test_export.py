@@ -4,7 +4,9 @@ run (top-k blocks) and a full-weight run; the critic, sacglam.json and the model
 folder that is not a run fails in one line."""
 
 import json
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,6 +93,14 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     with pytest.raises(SystemExit) as refused:
         main(["export", str(cfg.output_dir), str(out)])
     assert refused.value.code == 2 and sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    by_uri = tmp_path / "by-uri"  # OUT as a URI: the files land where it points, not in a folder named `file:`
+    main(["export", str(cfg.output_dir), by_uri.as_uri()])
+    assert json.loads((by_uri / "sacglam.json").read_text())["checkpoint"] == settings["checkpoint"]
+    assert not (Path.cwd() / "file:").exists()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as refused:  # under a file: one line, not NotADirectoryError
+        main(["export", str(cfg.output_dir), str(tmp_path / "a-file" / "export")])
+    assert refused.value.code == 2
     if not agent.lora_rank:  # into the run directory itself (docs/export.md): its own files stay as they are
         kept = sorted(p.relative_to(cfg.output_dir) for p in cfg.output_dir.rglob("*"))
         main(["export", str(cfg.output_dir), str(cfg.output_dir)])
@@ -201,6 +211,27 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     assert exported["env_steps"] == report["env_steps"] and exported["evaluation"] == report["evaluation"]
     assert exported["run_own_evaluation"] == own and "the same figures" in capsys.readouterr().out
 
+    # a run killed after an evaluation but before the checkpoint that would hold those weights: its
+    # newest evaluation is not of the newest checkpoint's weights, and neither the comparison nor
+    # an export's card takes it for them
+    killed = tmp_path / "killed"
+    shutil.copytree(cfg.output_dir, killed)
+    later = {k: 0.999 for k in own if k.startswith("eval/")} | {"env_steps": own["env_steps"] + 64}
+    with (killed / "metrics.jsonl").open("a") as metrics:
+        metrics.write(json.dumps(later) + "\n")
+    main(["evaluate", "--run", str(killed), "--output", str(output), "--no-progress"])
+    assert json.loads(output.read_text())["run_own_evaluation"] == own and "the same figures" in capsys.readouterr().out
+    main(["export", str(killed), str(tmp_path / "killed-export")])
+    settings = json.loads((tmp_path / "killed-export" / "sacglam.json").read_text())
+    assert settings["last_evaluation"] == own and "0.999" not in (tmp_path / "killed-export" / "README.md").read_text()
+    for damaged in (tmp_path / "killed-export" / "critic.safetensors", tmp_path / "killed-export" / "model" / "model.safetensors"):
+        kept = damaged.read_bytes()
+        damaged.write_bytes(kept[:100])  # truncated: one line naming the file, no safetensors traceback
+        with pytest.raises(SystemExit) as refused:
+            main(["evaluate", "--run", str(tmp_path / "killed-export"), "--no-progress"])
+        assert refused.value.code == 2 and "export the run again" in capsys.readouterr().err
+        damaged.write_bytes(kept)
+
 
 def test_the_final_evaluation_is_of_the_final_weights_and_evaluate_run_repeats_it(tmp_path, capsys):
     """Updates run to the budget: the updates owed there come before the final evaluation, so the
@@ -224,9 +255,16 @@ def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probab
     from html.parser import HTMLParser
 
     cfg = trained_run(tmp_path, "run", AgentConfig(model="tiny-causal", lora_r=8, critic="action"))
+    report_linked = cfg.output_dir / "transcripts" / "transcripts.json"  # the final evaluation's, which the report links
+    linked_before = report_linked.read_text() if report_linked.exists() else None
     main(["watch", str(cfg.output_dir), "--episodes", "3", "--mode", "sampled"])
-    out = cfg.output_dir / "transcripts"
+    out = cfg.output_dir / "watch"
+    assert (report_linked.read_text() if report_linked.exists() else None) == linked_before  # left alone
     assert "of 3 episodes succeeded" in capsys.readouterr().out
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as refused:  # refused before any episode runs
+        main(["watch", str(cfg.output_dir), "--out", str(tmp_path / "a-file" / "watch")])
+    assert refused.value.code == 2 and "a-file is a file" in capsys.readouterr().err
     episodes = json.loads((out / "transcripts.json").read_text())
     assert len(episodes) == 3 and len({e["goal_type"] for e in episodes}) == 2  # goal types in turn
     for episode in episodes:

@@ -317,6 +317,8 @@ class TextWorldSpec(EnvironmentSpec):
         return env.unwrapped.expert_action()  # type: ignore[attr-defined]
 
 
+VOCABULARY_CHECK_STEPS = 500  # random-play steps that check an environment's own vocabulary list (per goal set)
+
 _ENTRY = re.compile(r"^[\w.]+:[\w.-]+$")  # `module:Class`, or `module:Id-v0` (the import registers the id)
 
 
@@ -533,15 +535,24 @@ class GymnasiumSpec(EnvironmentSpec):
         return expert()
 
     def vocabulary(self) -> tuple[str, ...]:
-        """The environment's own `vocabulary` attribute (a sequence of words) if it has one, else the
-        words random play meets in it and in its held-out twin (`sacglam.envs.words`)."""
+        """The words random play meets in the environment and in its held-out twin
+        (`sacglam.envs.words`), after those of its own `vocabulary` attribute when it has one: a
+        list that misses words the texts use (punctuation, a candidate) would make each of them the
+        unknown token, so the ones random play finds are added, with a note naming them."""
         from sacglam.envs.words import collect_words
 
         env = self.make()
         words = tuple(getattr(env.unwrapped, "vocabulary", ()))
+        name = type(env.unwrapped).__name__
         env.close()
-        if words:
-            return words
+        steps = VOCABULARY_CHECK_STEPS if words else 2_000  # a listed vocabulary is checked, not collected
         twin = self.held_out()
-        collected = collect_words(self.make) + (collect_words(twin.make) if twin is not None else ())
-        return tuple(dict.fromkeys(collected))
+        collected = collect_words(self.make, steps) + (collect_words(twin.make, steps) if twin is not None else ())
+        missing = [w for w in dict.fromkeys(collected) if w not in set(words)]
+        if words and missing:
+            shown = ", ".join(repr(w) for w in missing[:12]) + (", ..." if len(missing) > 12 else "")
+            print(
+                f"note: {name}.vocabulary lacks {len(missing)} word(s) that {steps} steps of random play met ({shown}); "
+                "they are added to the tiny model's vocabulary (list them to silence this)"
+            )
+        return tuple(dict.fromkeys(words + tuple(missing)))

@@ -67,7 +67,6 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
     the weights (`device`, `dtype`, `compile`); by default the agent runs on CPU in float32, the
     export's own precision."""
     import torch
-    from safetensors.torch import load_file
 
     from sacglam.config import AgentConfig
     from sacglam.config_io import from_dict
@@ -95,8 +94,11 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
             )
             model, info = loaded  # (model, loading info): with output_loading_info
             tokenizer = AutoTokenizer.from_pretrained(weights)
-        except (OSError, ValueError) as error:
-            raise ExportFolderError(f"cannot load {weights} ({' '.join(str(error).split())[:200]})") from error
+        except Exception as error:  # a missing or damaged file, in whatever way transformers or safetensors says it
+            raise ExportFolderError(
+                f"cannot load {weights} ({type(error).__name__}: {' '.join(str(error).split())[:200]}): a file is "
+                "missing or damaged; export the run again with `sacglam export`"
+            ) from error
         wrong_keys = {k: v for k, v in info.items() if k != "error_msgs" and v}
         if wrong_keys or info.get("error_msgs"):
             raise ExportFolderError(f"{weights} does not fit its model: {wrong_keys or info['error_msgs']}")
@@ -108,20 +110,32 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
     if agent.critic is not None:
         if not critic_file.is_file():
             raise ExportFolderError(f"{directory} has no critic.safetensors, which its agent settings need")
-        missing, unexpected = agent.critic.load_state_dict(load_file(critic_file), strict=False)
+        missing, unexpected = agent.critic.load_state_dict(_read_tensors(critic_file), strict=False)
         if missing or unexpected:
             raise ExportFolderError(f"{critic_file} does not fit the agent: missing {missing}, unexpected {unexpected}")
     return agent.eval()
 
 
+def _read_tensors(path: Path) -> dict[str, Any]:
+    """A safetensors file's tensors; ExportFolderError (one line) when it is damaged or truncated."""
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(path)
+    except Exception as error:  # safetensors' own SafetensorError, or an OSError
+        raise ExportFolderError(
+            f"cannot read {path} ({type(error).__name__}: {' '.join(str(error).split())[:200]}): it is damaged or "
+            "truncated; export the run again with `sacglam export`"
+        ) from error
+
+
 def _load_adapter(agent: GLAMAgent, path: Path) -> None:
     """The adapter's tensors into the agent's LoRA layers, every one of them."""
     from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
 
     if not path.is_file():
         raise ExportFolderError(f"{path} is missing: export the run again with `sacglam export`")
-    result = set_peft_model_state_dict(agent.llm, load_file(path))
+    result = set_peft_model_state_dict(agent.llm, _read_tensors(path))
     lora = [name for name, p in agent.llm.named_parameters() if "lora_" in name and p.requires_grad]
     unexpected = list(getattr(result, "unexpected_keys", []))
     missing = [k for k in getattr(result, "missing_keys", []) if "lora_" in k]
