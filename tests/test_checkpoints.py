@@ -183,3 +183,13 @@ def test_the_store_remembers_verdicts_only_for_the_checkpoints_it_keeps(tmp_path
         assert store.latest_intact()[0] == store.root / f"step-{env_steps:09d}"
     remembered = [path for path in checkpoint_module._checked if path.path.startswith(store.root.path)]
     assert sorted(p.name for p in remembered) == ["step-000000512", "step-000000576"]
+
+
+def test_resuming_a_complete_run_changes_nothing_and_says_how_to_train_it_further(run_copy, capsys):
+    metrics = (run_copy / "metrics.jsonl").read_bytes()
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--resume", str(run_copy), "--no-progress"])
+    assert stop.value.code == 2
+    message = capsys.readouterr().err
+    assert "is complete: its newest checkpoint is at" in message and "larger --total-env-steps" in message
+    assert (run_copy / "metrics.jsonl").read_bytes() == metrics  # no duplicated records

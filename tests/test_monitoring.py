@@ -130,3 +130,20 @@ def test_the_csv_holds_every_record_under_the_union_of_their_columns_and_appends
     resumed.close()
     with (tmp_path / "metrics.csv").open(newline="") as f:
         assert list(csv.DictReader(f)) == _naive_csv([*records[:2], {"env_steps": 128, "c": 7}])
+
+
+def test_a_resume_drops_the_earlier_sessions_tensorboard_events_past_its_checkpoint(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = MetricsLogger(tmp_path)
+    for step in (0, 64, 128, 192):
+        first.log(step, {"loss": float(step)})
+    first.close()  # killed after 192; its checkpoint was at 64
+    resumed = MetricsLogger(tmp_path, keep_until=64)
+    for step in (128, 192):
+        resumed.log(step, {"loss": -float(step)})
+    resumed.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    points = [(e.step, e.value) for e in events.Scalars("loss")]
+    assert points == [(0, 0.0), (64, 64.0), (128, -128.0), (192, -192.0)]  # one point per step, the resumed ones

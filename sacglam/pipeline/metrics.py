@@ -10,6 +10,7 @@ import math
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,7 +61,8 @@ class MetricsLogger:
     """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard.
 
     `keep_until` (a resumed run): records of earlier sessions past that env step are dropped
-    from the JSONL and CSV files, so the resumed run's records replace them. `mirror`: the run's
+    from the JSONL and CSV files, and TensorBoard drops their events (its purge step), so the
+    resumed run's records replace them. `mirror`: the run's
     storage when it is not `directory` itself.
     """
 
@@ -77,7 +79,16 @@ class MetricsLogger:
         self._column_set: set[str] = set()
         # flushed every 2 s by the writer's thread: a TensorBoard reading the run live sees each record
         # within seconds (tensorboardX's default is 2 minutes)
-        self._tensorboard = SummaryWriter(str(self.directory / TENSORBOARD_DIR), flush_secs=2)
+        # and on a resume, TensorBoard is told to drop the earlier sessions' events past `keep_until`
+        # (its purge step), as the JSONL and CSV records past it are dropped
+        self._tensorboard = SummaryWriter(
+            str(self.directory / TENSORBOARD_DIR),
+            flush_secs=2,
+            purge_step=None if keep_until is None else keep_until + 1,
+            # the file name has the second it was made in: two sessions in one second would share it
+            # (the later one overwriting the earlier), and TensorBoard reads files in name order
+            filename_suffix=f".{time.time_ns()}",
+        )
 
     def log(self, env_steps: int, values: dict[str, Any]) -> None:
         record = {"env_steps": env_steps, **values}

@@ -54,6 +54,11 @@ def run_pipeline(
                 f"{cfg.resume} holds no intact checkpoint to resume from ({found}); nothing was changed"
             )
         raise RunDirectoryError(f"{cfg.resume} holds no checkpoint to resume from (none in {store.root})")
+    if latest is not None and (done := json.loads((latest / "driver.json").read_text())["env_steps"]) >= cfg.total_env_steps:
+        raise RunDirectoryError(
+            f"{cfg.resume} is complete: its newest checkpoint is at {done} env steps, its budget total_env_steps="
+            f"{cfg.total_env_steps}; nothing was changed (to train it further, resume with a larger --total-env-steps)"
+        )
     if cfg.resume is None and store.root.children():
         raise RunDirectoryError(
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
