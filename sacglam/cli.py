@@ -164,6 +164,10 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         from sacglam.models.loading import check_model
 
         check_model(cfg.agent.model)  # before the scripted policies run, not after
+        print(
+            f"llm-* policies: {cfg.agent.model}, zero-shot (its untrained weights; --agent.model picks another, "
+            "and a trained run is evaluated with --run DIR)"
+        )
     rows: dict[str, dict[str, dict[str, float]]] = {}
     report: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "results": []}
     for variant, train_env in environments:

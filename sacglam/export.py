@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +216,11 @@ def export_run(run_dir: str, out: Path) -> Path:
                 else None
             ),
             "layers": f"Linear(hidden, width), {activation}, Linear(width, width), {activation}, Linear(width, outputs)",
+            "combined": (
+                f"Q is the minimum over the {cfg.agent.n_critics} heads (what the policy and sacglam watch use)"
+                if cfg.agent.critic != "value" and cfg.agent.n_critics > 1
+                else "one head"
+            ),
             "keys": "net.{0,2,4}.{weight,bias} (a value head) or nets.<critic>.{0,2,4}.{weight,bias} (Q heads), "
             "input_norm.{count,mean,var} when standardised",
         }
@@ -261,7 +267,8 @@ def export_run(run_dir: str, out: Path) -> Path:
         ),
     }
     (out / "sacglam.json").write_text(json.dumps(settings, indent=2, default=str))
-    (out / "README.md").write_text(model_card(settings, _public(run_dir)))
+    where = run_dir if "://" in str(run_dir) else os.path.abspath(run_dir)  # not relative to where it was typed
+    (out / "README.md").write_text(model_card(settings, _public(where)))
     return out
 
 
@@ -327,11 +334,20 @@ def model_card(settings: dict, run_dir: str) -> str:
         scored = f"each candidate is scored after the prompt (its text with a leading space, no special tokens{end})"
     critic = "`critic.safetensors`, described by `critic.json`" if settings["critic"] else "none"
     peft_import = "from peft import PeftModel\n" if lora else ""  # a whole-model export needs no peft
+    total = (settings.get("run_config") or {}).get("total_env_steps")
+    budget = ""
+    if isinstance(total, int):
+        budget = f" of its budget of {total}" + (" (a partial run)" if settings["env_steps"] < total else "")
+    cache = (
+        "; `$SACGLAM_CACHE` is `~/.cache/sacglam` unless that variable is set"
+        if str(base["loaded_from"]).startswith("$SACGLAM_CACHE")
+        else ""
+    )
     return f"""# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
 
-Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps.
+Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps{budget}.
 
-- **Base model**: `{base["name"]}` (loaded from `{base["loaded_from"]}`). {base["note"]}
+- **Base model**: `{base["name"]}` (loaded from `{base["loaded_from"]}`{cache}). {base["note"]}
 - **Weights**: {weights}.
 - **Critic**: {critic}.
 - **Environment**: `{json.dumps(env_settings_read(settings["env"]))}` (all its settings: `sacglam.json`).

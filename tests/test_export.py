@@ -86,6 +86,7 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     assert settings["policy"]["scoring"] == "sum" and settings["policy"]["prompt_template"] == "plain"
     card = (out / "README.md").read_text()
     assert "## Loading it without sacglam" in card
+    assert f"exported from `{cfg.output_dir.resolve()}` at {settings['env_steps']} env steps of its budget of {cfg.total_env_steps}" in card
     assert ("from peft import PeftModel" in card) == bool(agent.lora_rank)  # a whole model needs no peft
     assert '"n_objects": 3' in card and "tw_games" not in card  # the settings its environment reads
     # a second export into the same folder would overwrite or mix in files: refused, nothing touched
