@@ -310,29 +310,38 @@ class ExportArgs:
 
 
 def export(args: ExportArgs) -> str:
+    import tempfile
+
     from sacglam.export import EXPORT_FILES, ExportError, export_run
-    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath
+    from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, upload_dir
 
     target = StoragePath(args.out)
     try:
-        if target.is_file():
-            raise ExportError(f"{args.out} is a file: give a directory for the export")
+        is_file = target.is_file()
         earlier = sorted(name for name in EXPORT_FILES if (target / name).exists())
-        if earlier:  # an earlier export's files would be overwritten or mixed with this one's
-            raise ExportError(
-                f"{args.out} already holds {', '.join(earlier)}, which the export writes: give a new directory, or "
-                "remove those first (nothing was written)"
-            )
-        with target.writing_locally() as local:
-            written = sorted(p.name for p in export_run(args.run, local).iterdir() if p.name in EXPORT_FILES)
-    except (ExportError, UserInputError):
-        raise
-    except STORAGE_ERRORS as error:  # a parent that is a file, no permission, an unreachable bucket
+    except STORAGE_ERRORS as error:  # an unreachable bucket, no permission
+        raise ExportError(f"cannot reach {args.out} ({type(error).__name__}: {' '.join(str(error).split())})") from error
+    if is_file:
+        raise ExportError(f"{args.out} is a file: give a directory for the export")
+    if earlier:  # an earlier export's files (or a README.md of the user's) would be overwritten or mixed
         raise ExportError(
-            f"cannot write the export to {args.out} ({type(error).__name__}: {' '.join(str(error).split())}): give a "
-            "directory that can be created and written"
-        ) from error
-    print(f"exported {args.run} to {target.as_location()}: {', '.join(written)}")
+            f"{args.out} already holds {', '.join(earlier)}, which the export writes: give a new directory, or "
+            "remove those first (nothing was written)"
+        )
+    if target.is_local:
+        written = export_run(args.run, target.local())
+    else:  # written here, then uploaded: the target gets whole files only
+        with tempfile.TemporaryDirectory(prefix="sacglam-export-") as tmp:
+            written = export_run(args.run, Path(tmp) / "export")
+            try:
+                upload_dir(written, target)
+            except STORAGE_ERRORS as error:
+                raise ExportError(
+                    f"cannot upload the export to {args.out} ({type(error).__name__}: {' '.join(str(error).split())})"
+                ) from error
+            names = sorted(p.name for p in written.iterdir())
+    names = sorted(p.name for p in written.iterdir() if p.name in EXPORT_FILES) if target.is_local else names
+    print(f"exported {args.run} to {target.as_location()}: {', '.join(names)}")
     return target.as_location()
 
 
@@ -444,6 +453,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     cls, _ = COMMANDS[args[0]]
     rest = list(args[1:])
     _refuse_mapping_flags(cls, rest)
+    if cls in (TrainConfig, EvalConfig) and (named := _env_name_named(rest)) is not None:
+        _refuse_unread_env_flags(named, rest)  # now, before a config collects the environment's words
     default: EvalConfig | TrainConfig | None = None
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
@@ -475,7 +486,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}"
     )
     if isinstance(parsed, (TrainConfig, EvalConfig)):
-        _refuse_unread_env_flags(parsed.env, rest)
+        _refuse_unread_env_flags(parsed.env.name, rest)
     if isinstance(parsed, TrainConfig) and from_file:
         parsed = _resolve_again(parsed, from_file, rest)
     if isinstance(parsed, EvalConfig) and parsed.run is not None and any(a.startswith("--episodes") for a in rest):
@@ -483,11 +494,27 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     return parsed
 
 
-def _refuse_unread_env_flags(env: EnvConfig, flags: list[str]) -> None:
+def _env_name_named(flags: list[str]) -> str | None:
+    """The environment `--env.name` or the `--config` file's `env.name` names, if either does."""
+    names = [flags[i + 1] for i, f in enumerate(flags[:-1]) if f == "--env.name"]
+    names += [f.split("=", 1)[1] for f in flags if f.startswith("--env.name=")]
+    if names:
+        return names[-1]
+    if "--config" in flags and flags.index("--config") + 1 < len(flags):
+        try:
+            env = _yaml_mapping(flags[flags.index("--config") + 1]).get("env")
+        except Exception:  # a missing or broken file: the parse says what is wrong
+            return None
+        if isinstance(env, dict) and isinstance(env.get("name"), str):
+            return env["name"]
+    return None
+
+
+def _refuse_unread_env_flags(env_name: str, flags: list[str]) -> None:
     """An `--env.*` flag that the named environment never reads (`--env.max-steps` for a
     `module:Class` environment, `--env.level` for Playground-Text) would change nothing, silently:
     refuse it, saying which environments read it and where the environment's own settings go."""
-    read = set(env_settings_read_by(env.name))
+    read = set(env_settings_read_by(env_name))
     for flag in flags:
         if not flag.startswith("--env."):
             continue
@@ -501,7 +528,7 @@ def _refuse_unread_env_flags(env: EnvConfig, flags: list[str]) -> None:
             else "it has no such setting"
         )
         raise UsageError(
-            f"{flag.split('=', 1)[0]} is a setting of {', '.join(readers)}, which env.name {env.name!r} does not "
+            f"{flag.split('=', 1)[0]} is a setting of {', '.join(readers)}, which env.name {env_name!r} does not "
             f"read: {where}"
         )
 

@@ -26,23 +26,24 @@ class UserInputError(Exception):
         return " ".join(line.strip() for line in str(self).splitlines() if line.strip())
 
 
-_RAISED = re.compile(r"^([A-Za-z_][\w.]*)\.([A-Za-z_]\w*): (.+)$")  # `package.module.Error: message`, a traceback's end
+_RAISED = re.compile(r"^(?:([A-Za-z_][\w.]*)\.)?([A-Za-z_]\w*): (.+)$")  # `[package.module.]Error: message`
 
 
 def user_error_in_remote_text(text: str) -> str | None:
-    """The message of the last `UserInputError` a traceback printed as text names, or None.
+    """The message of the exception a traceback printed as text ends with, when that exception is
+    a `UserInputError`; else None.
 
     Ray keeps no exception object for an actor that dies in its constructor (its `ActorDiedError`
-    carries the remote traceback as text only): this finds the error's class by the name the text
-    gives it, among modules this process has already imported, and returns its message when the
-    class is a `UserInputError`."""
-    found = None
+    carries the remote traceback as text only): this reads the traceback's final exception line,
+    finds its class by the name the text gives it among modules this process has imported, and
+    returns its message when the class is a `UserInputError`. Only the final line counts: a bug
+    raised while a user error was being handled is a bug, and keeps its traceback."""
+    final = None
     for line in text.splitlines():
-        match = _RAISED.match(line.strip())
-        if match is None:
-            continue
-        module, name, message = match.groups()
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type) and issubclass(cls, UserInputError):
-            found = message.strip()
-    return found
+        if line and not line[0].isspace() and (match := _RAISED.match(line.strip())) is not None:
+            final = match
+    if final is None or final.group(1) is None:
+        return None
+    module, name, message = final.groups()
+    cls = getattr(sys.modules.get(module), name, None)
+    return message.strip() if isinstance(cls, type) and issubclass(cls, UserInputError) else None

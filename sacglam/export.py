@@ -185,7 +185,13 @@ def export_run(run_dir: str, out: Path) -> Path:
     torch.manual_seed(cfg.seed)
     agent = GLAMAgent(agent_config).eval()
     agent.load_trainable_state_dict(learner["agent"])
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a parent that is a file, no permission
+        raise ExportError(
+            f"cannot create {out} ({type(error).__name__}: {' '.join(str(error).split())}): give a directory that can "
+            "be created and written"
+        ) from error
     base_path = resolve_model_path(cfg.agent.model, cfg.agent.tiny_vocabulary)
     if cfg.agent.lora_rank > 0:
         weights_dir = out / "adapter"

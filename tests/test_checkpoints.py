@@ -191,5 +191,23 @@ def test_resuming_a_complete_run_changes_nothing_and_says_how_to_train_it_furthe
         main(["train", "--resume", str(run_copy), "--no-progress"])
     assert stop.value.code == 2
     message = capsys.readouterr().err
-    assert "is complete: its newest checkpoint is at" in message and "larger --total-env-steps" in message
+    assert "is complete: it ended at its budget, 256 env steps" in message and "larger --total-env-steps" in message
     assert (run_copy / "metrics.jsonl").read_bytes() == metrics  # no duplicated records
+
+
+def test_only_the_final_checkpoint_of_a_run_that_reached_its_budget_counts_as_complete(tmp_path):
+    from sacglam.pipeline.run import finished_at
+    from sacglam.runtime.storage import StoragePath
+
+    def saved(**counters):
+        (tmp_path / "driver.json").write_text(json.dumps(counters))
+        return StoragePath(tmp_path)
+
+    assert finished_at(saved(env_steps=256, finished=True), 256) == 256
+    assert finished_at(saved(env_steps=256, finished=True), 512) is None  # resumed with a larger budget
+    # a checkpoint at the budget written before the updates owed there and the final evaluation
+    # (a run killed in between), a run stopped early or at a time limit, a checkpoint from before the flag
+    assert finished_at(saved(env_steps=256, finished=False), 256) is None
+    assert finished_at(saved(env_steps=256), 256) is None
+    # an on-policy run's dropped steps do not count towards its budget, as its schedule does not count them
+    assert finished_at(saved(env_steps=300, discarded_env_steps=60, finished=True), 256) is None

@@ -154,6 +154,9 @@ def test_a_user_error_raised_in_a_ray_actor_is_found_in_the_text_ray_passes_back
     assert user_error_in_remote_text(text) == "Dial does not follow the environment protocol: step 1"
     assert user_error_in_remote_text(text.replace("EnvironmentProtocolError:", "KeyError:")) is None
     assert user_error_in_remote_text("builtins.ValueError: not the user's\n") is None
+    # a bug raised while the user error was handled ends the text: it is the error, and keeps its traceback
+    during = text + "\nDuring handling of the above exception, another exception occurred:\n\n  File ...\nKeyError: 'x'\n"
+    assert user_error_in_remote_text(during) is None
 
     class RemoteError(EnvironmentProtocolError):  # as Ray's RayTaskError subclasses the remote error's class
         def __init__(self, cause):

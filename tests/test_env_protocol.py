@@ -81,8 +81,8 @@ class Corridor(gymnasium.Env):
         if self.breakage.get("lying_partner"):
             success = False
         reward: Any = float(success)
-        if self.breakage.get("int_flags"):
-            return self._obs(), reward, int(success), 0, self._info(achieved)
+        if self.breakage.get("string_flags"):  # "False" is a true value: read as a flag, it would end every episode
+            return self._obs(), reward, str(success), "False", self._info(achieved)
         return self._obs(), reward, success, self.t >= 10 and not success, self._info(achieved)
 
 
@@ -105,7 +105,7 @@ def test_a_toy_environment_passes_and_its_features_are_found():
         ({"no_goal_line": True}, "must start with a 'Goal: <goal>' line"),
         ({"wrong_goal_line": True}, "the observation's goal line says 'reach cell 4' but info\\['goal'\\] is"),
         ({"lying_partner": True}, "was reported achieved but the step was not a success"),
-        ({"int_flags": True}, "terminated and truncated must be bools"),
+        ({"string_flags": True}, "terminated and truncated must be bools"),
         ({"no_spaces": True}, "has no observation_space"),
         ({"repeats_reports": True}, "goal 'reach cell \\d' was reported achieved again \\(first at step \\d+\\)"),
         ({"stale_candidates": True}, "step\\('wait \\d+'\\) failed .* although info\\['candidates'\\] listed it"),

@@ -194,13 +194,36 @@ def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
     assert [r["explore/no_signal_env_steps"] for r in records if "explore/no_signal_env_steps" in r] == [step]
     from sacglam.report import write_report
 
-    report = write_report(tmp_path / "run").read_text()
-    assert f"No learning signal by env step {step}" in report
-    # nor any goal reported for relabeling: said once, at the same first chunk past both thresholds
+    assert f"No learning signal by env step {step}" in write_report(tmp_path / "run").read_text()
+    # the line says that no goal was reported to relabel either: no second line for it
+    assert "and no goal reported to relabel" in lines[0] and not [l for l in said if "none was reported" in l]
+
+
+def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_path):
+    """NoReports pays its reward but never fills `info['achieved_goals']`: SAC-GLAM+HER then has
+    nothing to relabel with, which it says once, in the metrics and in the report."""
+    cfg = TrainConfig(
+        env=EnvConfig(name="tests.broken_envs:NoReports", goals="train"),
+        agent=AgentConfig(model="tiny-causal", critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=512,
+        eval_episodes=0,
+        warm_start_steps=0,
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    said: list[str] = []
+    run_pipeline(cfg, announce=said.append)
     unreported = [line for line in said if "relabels episodes with the goals the environment reports" in line]
-    assert len(unreported) == 1 and f"none was reported in {step} env steps ({episodes} episodes)" in unreported[0]
+    assert len(unreported) == 1 and not [line for line in said if "without a rewarded step" in line], said
+    step = int(re.search(r"none was reported in (\d+) env steps", unreported[0]).group(1))
+    assert step >= 0.1 * 512
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["explore/no_report_env_steps"] for r in records if "explore/no_report_env_steps" in r] == [step]
-    assert f"No goal reported for relabeling by env step {step}" in report
+    from sacglam.report import write_report
+
+    assert f"No goal reported for relabeling by env step {step}" in write_report(tmp_path / "run").read_text()
 
 
 @pytest.mark.parametrize("algo", ["sac", "sac-her"])

@@ -111,8 +111,8 @@ def step_arity_problem(result: Any) -> str | None:
 
 def step_value_problems(reward: Any, terminated: Any, truncated: Any, where: str) -> list[str]:
     """What breaks the protocol in a step's reward (a real number: int, float or a numpy scalar,
-    not a bool) and flags (bool or numpy bool: a string such as "False" or an int would be read
-    as a truth value, silently)."""
+    not a bool) and flags (bool, numpy bool, or an int 0 or 1: a string such as "False", or any
+    other value, would be read as a truth value, silently)."""
     problems = []
     if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)) or isinstance(
         reward, np.complexfloating
@@ -120,12 +120,19 @@ def step_value_problems(reward: Any, terminated: Any, truncated: Any, where: str
         problems.append(f"{where}: reward must be a number (float), got {reward!r} ({type(reward).__name__})")
     elif not math.isfinite(float(reward)):
         problems.append(f"{where}: reward must be finite, got {reward!r}")
-    if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
+    if not _is_flag(terminated) or not _is_flag(truncated):
         problems.append(
             f"{where}: terminated and truncated must be bools, got {terminated!r}, {truncated!r} "
             f"({type(terminated).__name__}, {type(truncated).__name__})"
         )
     return problems
+
+
+def _is_flag(value: Any) -> bool:
+    """A bool, a numpy bool, or an int that is 0 or 1 (unambiguous; a string is not: `"False"` is true)."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    return isinstance(value, (int, np.integer)) and value in (0, 1)
 
 
 def check_first_reset(env: gymnasium.Env, seed: int = 0) -> None:
@@ -312,7 +319,7 @@ def reset_on_goal(env: gymnasium.Env, goal: str | None) -> tuple[Any, dict[str, 
         return env.reset(options={"goal": goal})
     except Exception as error:  # an environment without goal resets may refuse the option in any way
         raise EnvironmentProtocolError(
-            f"{type(env).__name__} refused reset(options={{'goal': {goal!r}}}) ({error}): a goal sampler "
+            f"{type(env.unwrapped).__name__} refused reset(options={{'goal': {goal!r}}}) ({error}): a goal sampler "
             "(goal_sampler.mode) starts episodes on its own goals, which needs an environment that accepts a goal "
             "at reset (docs/environments.md); use goal_sampler.mode='environment' with this one"
         ) from error

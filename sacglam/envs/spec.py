@@ -351,9 +351,25 @@ def _import_failure(module_name: str, error: ImportError) -> str:
     return f"importing module {module_name!r} failed ({type(error).__name__}: {' '.join(str(error).split())})"
 
 
+def _attribute(env: gymnasium.Env, name: str) -> Any:
+    """`env`'s attribute `name`, found on the environment or on any wrapper around it (a
+    `module:function` entry may return the environment in wrappers of its own), or None."""
+    try:
+        return env.get_wrapper_attr(name)
+    except AttributeError:
+        return None
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sacglam/
+
+
 def _raised_at(error: BaseException) -> str:
-    """`", at its_module.py:12"`: where the deepest frame of `error`'s traceback is ("" if none)."""
-    frames = traceback.extract_tb(error.__traceback__)
+    """`", at its_module.py:12"`: the deepest frame of `error`'s traceback outside sacglam (the
+    environment's code; "" when the error was raised by sacglam's call itself, e.g. a keyword
+    argument the constructor does not take)."""
+    frames = [
+        f for f in traceback.extract_tb(error.__traceback__) if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)
+    ]
     return f", at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
 
 
@@ -521,12 +537,12 @@ class GymnasiumSpec(EnvironmentSpec):
     def has_expert(self) -> bool:
         """An environment with an `expert_action()` method (no arguments: the expert's next action)."""
         env = self.make()
-        found = callable(getattr(env.unwrapped, "expert_action", None))
+        found = callable(_attribute(env, "expert_action"))
         env.close()
         return found
 
     def expert_action(self, env: gymnasium.Env, observation: str, candidates: Sequence[str]) -> str:
-        expert = getattr(env.unwrapped, "expert_action", None)
+        expert = _attribute(env, "expert_action")
         if not callable(expert):
             raise ExpertUnavailableError(
                 f"env {self.entry!r} has no expert: give it an expert_action() method that returns the expert's next "
@@ -542,13 +558,14 @@ class GymnasiumSpec(EnvironmentSpec):
         from sacglam.envs.words import collect_words
 
         env = self.make()
-        words = tuple(getattr(env.unwrapped, "vocabulary", ()))
+        words = tuple(_attribute(env, "vocabulary") or ())
         name = type(env.unwrapped).__name__
         env.close()
         steps = VOCABULARY_CHECK_STEPS if words else 2_000  # a listed vocabulary is checked, not collected
         twin = self.held_out()
         collected = collect_words(self.make, steps) + (collect_words(twin.make, steps) if twin is not None else ())
-        missing = [w for w in dict.fromkeys(collected) if w not in set(words)]
+        listed = set(words)
+        missing = [w for w in dict.fromkeys(collected) if w not in listed]
         if words and missing:
             shown = ", ".join(repr(w) for w in missing[:12]) + (", ..." if len(missing) > 12 else "")
             print(

@@ -58,7 +58,7 @@ def run_trial(param: dict[str, Any]) -> None:
     import torch
 
     from sacglam.pipeline.metrics import metrics_listener
-    from sacglam.pipeline.run import run_pipeline
+    from sacglam.pipeline.run import finished_at, run_pipeline
     from sacglam.runtime.checkpoint import CheckpointStore
 
     param = param["__trial__"]
@@ -68,6 +68,8 @@ def run_trial(param: dict[str, Any]) -> None:
     run_dir = trial_run_dir(param["experiment_dir"], trial.name)
     cfg = replace(cfg, output_dir=run_dir.as_location(), progress=False)
     intact, _ = CheckpointStore(run_dir / "checkpoints").latest_intact()
+    if intact is not None and finished_at(intact, cfg.total_env_steps) is not None:
+        return  # retried after its run had ended at its budget: nothing is left to do (its records are written)
     if intact is not None:  # a retried trial: on from its newest intact checkpoint (a resume checks again)
         cfg = replace(cfg, resume=cfg.output_dir)
     else:

@@ -61,6 +61,7 @@ class Counters:
     no_signal_at: int | None = None  # env step at which the run was found to have no learning signal yet
     reported_goals: int = 0  # goals the partner reported, summed over chunks (each chunk's distinct ones)
     no_report_at: int | None = None  # env step at which a relabeling run was found to have no report to relabel with
+    finished: bool = False  # set in the final checkpoint of a run that reached its budget (not stopped before it)
 
 
 class PipelineDriver:
@@ -137,6 +138,7 @@ class PipelineDriver:
         if self.stopped_at is None and self.cfg.eval_episodes and not evaluated:
             self.evaluate()
         self.log()
+        self.c.finished = self.stopped_at is None and self.timed_out_at is None  # `--resume` refuses it then
         self.checkpoint()
         self.bar.close()
         return {k: v for k, v in self.latest_eval.items() if k != "env_steps"}
@@ -305,6 +307,8 @@ class PipelineDriver:
         relabels = self.cfg.sac.her if not self.schedule.on_policy else self.cfg.ppo.her
         if not relabels or c.no_report_at is not None or c.reported_goals:
             return
+        if c.no_signal_at is not None and not c.learning_signals:
+            return  # the no-signal line has said it: no rewarded step, and no goal reported to relabel
         if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps or c.episodes < NO_SIGNAL_EPISODES:
             return
         c.no_report_at = c.env_steps
@@ -468,4 +472,5 @@ def counters_from_json(saved: dict[str, Any]) -> Counters:
     saved = {"learning_signals": saved.get("successes", 0) or 1, "reported_goals": 1, **saved}
     counters = Counters(**saved)
     counters.recent = [(int(e), int(s)) for e, s in counters.recent]
+    counters.finished = False  # a restored run is running again (to a larger budget): not finished until it ends
     return counters

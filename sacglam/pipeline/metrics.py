@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -61,8 +62,8 @@ class MetricsLogger:
     """`log(step, {name: value})` appends to `metrics.jsonl`, `metrics.csv` and TensorBoard.
 
     `keep_until` (a resumed run): records of earlier sessions past that env step are dropped
-    from the JSONL and CSV files, and TensorBoard drops their events (its purge step), so the
-    resumed run's records replace them. `mirror`: the run's
+    from the JSONL and CSV files, and the TensorBoard files are written again from the records
+    kept, so the resumed run's records replace them. `mirror`: the run's
     storage when it is not `directory` itself.
     """
 
@@ -70,6 +71,7 @@ class MetricsLogger:
         self.directory, self.mirror = Path(directory), mirror
         self.directory.mkdir(parents=True, exist_ok=True)
         jsonl = self.directory / METRICS_FILE
+        kept: list[dict[str, Any]] = []
         if keep_until is not None and jsonl.exists():
             kept = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
             jsonl.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -77,29 +79,35 @@ class MetricsLogger:
         self._csv_path = self.directory / "metrics.csv"
         self._columns: list[str] | None = None  # known after this session's first record
         self._column_set: set[str] = set()
+        if keep_until is not None:
+            # TensorBoard keeps every event file it finds, and its default reader (the Rust data
+            # server) ignores purge steps: the earlier sessions' files are written again from the
+            # records kept, so that the resumed session's points replace theirs
+            shutil.rmtree(self.directory / TENSORBOARD_DIR, ignore_errors=True)
+            if mirror is not None:
+                (mirror / TENSORBOARD_DIR).rmtree()
         # flushed every 2 s by the writer's thread: a TensorBoard reading the run live sees each record
-        # within seconds (tensorboardX's default is 2 minutes)
-        # and on a resume, TensorBoard is told to drop the earlier sessions' events past `keep_until`
-        # (its purge step), as the JSONL and CSV records past it are dropped
+        # within seconds (tensorboardX's default is 2 minutes). The file name has the second it was
+        # made in: two sessions in one second would share it, the later overwriting the earlier.
         self._tensorboard = SummaryWriter(
-            str(self.directory / TENSORBOARD_DIR),
-            flush_secs=2,
-            purge_step=None if keep_until is None else keep_until + 1,
-            # the file name has the second it was made in: two sessions in one second would share it
-            # (the later one overwriting the earlier), and TensorBoard reads files in name order
-            filename_suffix=f".{time.time_ns()}",
+            str(self.directory / TENSORBOARD_DIR), flush_secs=2, filename_suffix=f".{time.time_ns()}"
         )
+        for record in kept:
+            self._add_scalars(record["env_steps"], record)
 
     def log(self, env_steps: int, values: dict[str, Any]) -> None:
         record = {"env_steps": env_steps, **values}
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
-        for name, value in values.items():
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                self._tensorboard.add_scalar(name, value, env_steps)
+        self._add_scalars(env_steps, values)
         self._write_csv(record)
         for listener in list(_LISTENERS):
             listener(env_steps, values)
+
+    def _add_scalars(self, env_steps: int, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            if name != "env_steps" and isinstance(value, (int, float)) and math.isfinite(value):
+                self._tensorboard.add_scalar(name, value, env_steps)
 
     def _write_csv(self, record: dict[str, Any]) -> None:
         # Columns are the union of every key seen so far, in order of first appearance. The file is

@@ -29,7 +29,7 @@ from sacglam.run_directory import (
 )
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, resolve
-from sacglam.runtime.storage import download_dir, staging_dir, write_torch
+from sacglam.runtime.storage import StoragePath, download_dir, staging_dir, write_torch
 
 
 def run_pipeline(
@@ -54,9 +54,9 @@ def run_pipeline(
                 f"{cfg.resume} holds no intact checkpoint to resume from ({found}); nothing was changed"
             )
         raise RunDirectoryError(f"{cfg.resume} holds no checkpoint to resume from (none in {store.root})")
-    if latest is not None and (done := json.loads((latest / "driver.json").read_text())["env_steps"]) >= cfg.total_env_steps:
+    if latest is not None and (done := finished_at(latest, cfg.total_env_steps)) is not None:
         raise RunDirectoryError(
-            f"{cfg.resume} is complete: its newest checkpoint is at {done} env steps, its budget total_env_steps="
+            f"{cfg.resume} is complete: it ended at its budget, {done} env steps, and total_env_steps is "
             f"{cfg.total_env_steps}; nothing was changed (to train it further, resume with a larger --total-env-steps)"
         )
     if cfg.resume is None and store.root.children():
@@ -139,6 +139,16 @@ def run_pipeline(
         logger.close()
         parts.close()
         torch.set_num_threads(threads)
+
+
+def finished_at(checkpoint: StoragePath, total_env_steps: int) -> int | None:
+    """The env steps of `checkpoint` when it is the final checkpoint of a run that reached its
+    budget and that budget is at least `total_env_steps` (the steps an on-policy run dropped do
+    not count, as its schedule does not count them); None for any other checkpoint (a run killed,
+    stopped early or at a time limit, which `--resume` continues)."""
+    saved = json.loads((checkpoint / "driver.json").read_text())
+    counted = saved["env_steps"] - saved.get("discarded_env_steps", 0)
+    return int(saved["env_steps"]) if saved.get("finished") and counted >= total_env_steps else None
 
 
 def _progress_safe(announce: Callable[[str], None]) -> Callable[[str], None]:
