@@ -320,7 +320,9 @@ def export(args: ExportArgs) -> str:
         is_file = target.is_file()
         earlier = sorted(name for name in EXPORT_FILES if (target / name).exists())
     except STORAGE_ERRORS as error:  # an unreachable bucket, no permission
-        raise ExportError(f"cannot reach {args.out} ({type(error).__name__}: {' '.join(str(error).split())})") from error
+        raise ExportError(
+            f"cannot reach {args.out} ({type(error).__name__}: {' '.join(str(error).split())})"
+        ) from error
     if is_file:
         raise ExportError(f"{args.out} is a file: give a directory for the export")
     if earlier:  # an earlier export's files (or a README.md of the user's) would be overwritten or mixed
@@ -521,7 +523,9 @@ def _refuse_unread_env_flags(env_name: str, flags: list[str]) -> None:
         name = flag.split("=", 1)[0].removeprefix("--env.").replace("-", "_")
         if name in read or name not in {f.name for f in dataclasses.fields(EnvConfig)}:
             continue  # read, or not a setting at all (the parser has said so already)
-        readers = [kind for kind in ("playground-text", "babyai-text", "textworld") if name in env_settings_read_by(kind)]
+        readers = [
+            kind for kind in ("playground-text", "babyai-text", "textworld") if name in env_settings_read_by(kind)
+        ]
         where = (
             "pass the environment's own settings in a run config's env.kwargs (docs/environments.md)"
             if set(read) >= {"kwargs"}

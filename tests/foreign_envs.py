@@ -181,7 +181,9 @@ class Lamps(gymnasium.Env):
                 achieved = [f"Turn on the {colour} lamp"]
                 achieved += [f"Turn on the {a} lamp then the {colour} lamp" for a in self.order if a in self.on]
                 self.order.append(colour)
-        achieved = [g for g in dict.fromkeys(achieved) if g not in self.reported]  # `order` lists a lamp at each switch-on: a goal can come twice
+        achieved = [
+            g for g in dict.fromkeys(achieved) if g not in self.reported
+        ]  # `order` lists a lamp at each switch-on: a goal can come twice
         self.reported.update(achieved)
         success = self.goal in achieved
         return self._obs(), float(success), success, self.t >= 6 and not success, self._info(achieved)

@@ -100,8 +100,15 @@ BAD_INPUTS = {
         "StringFlags does not follow the environment protocol: episode 0, step 1: terminated and truncated must be bools",
     ),
     "train: an environment that fails on its own candidate": (
-        ["train", "--env.name", "tests.broken_envs:RefusesOwnCandidate", "--env.goals", "train", "--output-dir",
-         "{tmp}/run"],
+        [
+            "train",
+            "--env.name",
+            "tests.broken_envs:RefusesOwnCandidate",
+            "--env.goals",
+            "train",
+            "--output-dir",
+            "{tmp}/run",
+        ],
         "raised RuntimeError: the dial has no wait (at broken_envs.py:",
     ),  # fmt: skip
     "train: an environment whose constructor fails": (
@@ -155,7 +162,9 @@ def test_a_user_error_raised_in_a_ray_actor_is_found_in_the_text_ray_passes_back
     assert user_error_in_remote_text(text.replace("EnvironmentProtocolError:", "KeyError:")) is None
     assert user_error_in_remote_text("builtins.ValueError: not the user's\n") is None
     # a bug raised while the user error was handled ends the text: it is the error, and keeps its traceback
-    during = text + "\nDuring handling of the above exception, another exception occurred:\n\n  File ...\nKeyError: 'x'\n"
+    during = (
+        text + "\nDuring handling of the above exception, another exception occurred:\n\n  File ...\nKeyError: 'x'\n"
+    )
     assert user_error_in_remote_text(during) is None
 
     class RemoteError(EnvironmentProtocolError):  # as Ray's RayTaskError subclasses the remote error's class

@@ -27,7 +27,24 @@ class Corridor(gymnasium.Env):
         max_length=200, charset=frozenset("abcdefghijklmnopqrstuvwxyzGYA 0123456789.:\n")
     )
     action_space = gymnasium.spaces.Text(max_length=5)
-    vocabulary = ("Goal", "reach", "cell", "You", "are", "at", "Action", ":", ".", "0", "1", "2", "3", "4", "left", "right")
+    vocabulary = (
+        "Goal",
+        "reach",
+        "cell",
+        "You",
+        "are",
+        "at",
+        "Action",
+        ":",
+        ".",
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "left",
+        "right",
+    )
 
     def __init__(self, **breakage: Any):
         self.breakage = breakage

@@ -196,7 +196,7 @@ def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
 
     assert f"No learning signal by env step {step}" in write_report(tmp_path / "run").read_text()
     # the line says that no goal was reported to relabel either: no second line for it
-    assert "and no goal reported to relabel" in lines[0] and not [l for l in said if "none was reported" in l]
+    assert "and no goal reported to relabel" in lines[0] and not [line for line in said if "none was reported" in line]
 
 
 def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_path):

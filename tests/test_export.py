@@ -86,7 +86,10 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     assert settings["policy"]["scoring"] == "sum" and settings["policy"]["prompt_template"] == "plain"
     card = (out / "README.md").read_text()
     assert "## Loading it without sacglam" in card
-    assert f"exported from `{cfg.output_dir.resolve()}` at {settings['env_steps']} env steps of its budget of {cfg.total_env_steps}" in card
+    assert (
+        f"exported from `{cfg.output_dir.resolve()}` at {settings['env_steps']} env steps of its budget of {cfg.total_env_steps}"
+        in card
+    )
     assert ("from peft import PeftModel" in card) == bool(agent.lora_rank)  # a whole model needs no peft
     assert '"n_objects": 3' in card and "tw_games" not in card  # the settings its environment reads
     # a second export into the same folder would overwrite or mix in files: refused, nothing touched
@@ -225,7 +228,10 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     main(["export", str(killed), str(tmp_path / "killed-export")])
     settings = json.loads((tmp_path / "killed-export" / "sacglam.json").read_text())
     assert settings["last_evaluation"] == own and "0.999" not in (tmp_path / "killed-export" / "README.md").read_text()
-    for damaged in (tmp_path / "killed-export" / "critic.safetensors", tmp_path / "killed-export" / "model" / "model.safetensors"):
+    for damaged in (
+        tmp_path / "killed-export" / "critic.safetensors",
+        tmp_path / "killed-export" / "model" / "model.safetensors",
+    ):
         kept = damaged.read_bytes()
         damaged.write_bytes(kept[:100])  # truncated: one line naming the file, no safetensors traceback
         with pytest.raises(SystemExit) as refused:
@@ -256,7 +262,9 @@ def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probab
     from html.parser import HTMLParser
 
     cfg = trained_run(tmp_path, "run", AgentConfig(model="tiny-causal", lora_r=8, critic="action"))
-    report_linked = cfg.output_dir / "transcripts" / "transcripts.json"  # the final evaluation's, which the report links
+    report_linked = (
+        cfg.output_dir / "transcripts" / "transcripts.json"
+    )  # the final evaluation's, which the report links
     linked_before = report_linked.read_text() if report_linked.exists() else None
     main(["watch", str(cfg.output_dir), "--episodes", "3", "--mode", "sampled"])
     out = cfg.output_dir / "watch"

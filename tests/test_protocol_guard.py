@@ -24,7 +24,10 @@ def play(env, actions: list[str], goal: str = "Reach three"):
 
 
 BREACHES = {
-    "StringFlags": (["Turn the dial to one"], "terminated and truncated must be bools, got 'False', 'False' (str, str)"),
+    "StringFlags": (
+        ["Turn the dial to one"],
+        "terminated and truncated must be bools, got 'False', 'False' (str, str)",
+    ),
     "OldStepAPI": (["Turn the dial to one"], "step() returned 4 values, gym's old (obs, reward, done, info)"),
     "NoCandidatesAfterStep": (["Wait"], "episode 0, step 1: info has no 'candidates'"),
     "RefusesOwnCandidate": (
@@ -101,3 +104,13 @@ def test_a_factory_function_is_an_entry_and_what_is_no_environment_is_named():
         GymnasiumSpec("tests.broken_envs:NotAnEnv")
     with pytest.raises(EnvironmentNameError, match="returned a NoneType, not a gymnasium.Env"):
         GymnasiumSpec("tests.broken_envs:make_nothing")
+
+
+def test_the_guard_is_invisible_to_code_that_reads_the_environments_attributes():
+    import pickle
+
+    env = guarded("Listed")
+    assert env.vocabulary == broken_envs.DIAL_WORDS and env.max_steps == 4  # forwarded, as on the environment
+    assert pickle.loads(pickle.dumps(env)).vocabulary == broken_envs.DIAL_WORDS  # Ray ships environments
+    with pytest.raises(AttributeError):
+        env.no_such_attribute

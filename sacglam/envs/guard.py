@@ -38,7 +38,6 @@ from sacglam.envs.protocol import (
 )
 from sacglam.errors import UserInputError
 
-
 _WARNED_OF_REPEATS: set[str] = set()  # the environment classes whose repeated reports this process warned of
 
 
@@ -56,6 +55,15 @@ class ProtocolGuard(gymnasium.Wrapper):
         self._candidates: tuple[str, ...] = ()
         self._reported: dict[str, int] = {}  # goal -> the step of this episode that reported it achieved
 
+    def __getattr__(self, name: str) -> Any:
+        """The environment's own public attributes (`goals`, `vocabulary`, ...) read through the
+        guard as on the environment itself (gymnasium's wrappers no longer forward them): code
+        that reads them should not see the guard."""
+        env = self.__dict__.get("env")  # absent while unpickling: no recursion through here
+        if env is None or name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        return getattr(env, name)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         where = "reset" if self._episode < 0 else f"reset of episode {self._episode + 1}"
         try:
@@ -71,7 +79,9 @@ class ProtocolGuard(gymnasium.Wrapper):
             self._fail([f"reset() must return (observation, info), got {type(result).__name__}"])
         obs, info = result
         goal_conditioned = isinstance(info, dict) and "goal" in info
-        problems = observation_problems(obs, info, where, goal_conditioned) + info_problems(info, where, goal_conditioned)
+        problems = observation_problems(obs, info, where, goal_conditioned) + info_problems(
+            info, where, goal_conditioned
+        )
         if problems:
             self._fail(problems)
         self._episode, self._t, self._reported = self._episode + 1, 0, {}

@@ -114,8 +114,10 @@ def step_value_problems(reward: Any, terminated: Any, truncated: Any, where: str
     not a bool) and flags (bool, numpy bool, or an int 0 or 1: a string such as "False", or any
     other value, would be read as a truth value, silently)."""
     problems = []
-    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (numbers.Real, np.number)) or isinstance(
-        reward, np.complexfloating
+    if (
+        isinstance(reward, (bool, np.bool_))
+        or not isinstance(reward, (numbers.Real, np.number))
+        or isinstance(reward, np.complexfloating)
     ):
         problems.append(f"{where}: reward must be a number (float), got {reward!r} ({type(reward).__name__})")
     elif not math.isfinite(float(reward)):
