@@ -113,4 +113,4 @@ def test_the_guard_is_invisible_to_code_that_reads_the_environments_attributes()
     assert env.vocabulary == broken_envs.DIAL_WORDS and env.max_steps == 4  # forwarded, as on the environment
     assert pickle.loads(pickle.dumps(env)).vocabulary == broken_envs.DIAL_WORDS  # Ray ships environments
     with pytest.raises(AttributeError):
-        env.no_such_attribute
+        assert env.no_such_attribute is None  # never reached: the read raises
