@@ -133,21 +133,6 @@ def make_nothing() -> None:
     return None
 
 
-class FailsLater(Dial):
-    """Lists its words (no random play before the run) and breaks the protocol only from its
-    40th step on, inside a run: its flags become strings."""
-
-    vocabulary = DIAL_WORDS
-    steps_taken = 0
-
-    def step(self, action):
-        FailsLater.steps_taken += 1
-        achieved, reward, terminated, truncated = self._outcome(action)
-        if FailsLater.steps_taken >= 40:
-            terminated, truncated = str(terminated), str(truncated)
-        return self._obs(), reward, terminated, truncated, self._info(achieved)
-
-
 class NoReports(Dial):
     """A correct environment without hindsight: its info has no `achieved_goals`."""
 
