@@ -331,7 +331,7 @@ def export(args: ExportArgs) -> str:
             "remove those first (nothing was written)"
         )
     if target.is_local:
-        written = export_run(args.run, target.local())
+        export_run(args.run, target.local())
     else:  # written here, then uploaded: the target gets whole files only
         with tempfile.TemporaryDirectory(prefix="sacglam-export-") as tmp:
             written = export_run(args.run, Path(tmp) / "export")
@@ -341,9 +341,8 @@ def export(args: ExportArgs) -> str:
                 raise ExportError(
                     f"cannot upload the export to {args.out} ({type(error).__name__}: {' '.join(str(error).split())})"
                 ) from error
-            names = sorted(p.name for p in written.iterdir())
-    names = sorted(p.name for p in written.iterdir() if p.name in EXPORT_FILES) if target.is_local else names
-    print(f"exported {args.run} to {target.as_location()}: {', '.join(names)}")
+    names = [name for name in EXPORT_FILES if (target / name).exists()]  # not the folder's other files
+    print(f"exported {args.run} to {target.as_location()}: {', '.join(sorted(names))}")
     return target.as_location()
 
 

@@ -168,21 +168,27 @@ class Desert(gymnasium.Env):
         return "Goal: find water\nSand everywhere.\nAction:", 0.0, False, self.t >= 4, self._info()
 
 
-def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
+def quiet_sac_run(tmp_path, env_name: str, total_env_steps: int, **changes) -> list[str]:
+    """A short SAC run of the tiny model without warm start or evaluation (the run's lines, as
+    announced): what the checks for a run without learning signal or reports need."""
     cfg = TrainConfig(
-        env=EnvConfig(name="tests.test_exploration:Desert", goals="train"),
+        env=EnvConfig(name=env_name, goals="train"),
         agent=AgentConfig(model="tiny-causal", critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        **({"sac": SACConfig.with_her(batch_size=16, random_steps=64)} | changes),
         num_envs=8,
-        total_env_steps=2048,
+        total_env_steps=total_env_steps,
         eval_episodes=0,
-        log_every=512,
         warm_start_steps=0,
         output_dir=str(tmp_path / "run"),
         progress=False,
     )
     said: list[str] = []
     run_pipeline(cfg, announce=said.append)
+    return said
+
+
+def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
+    said = quiet_sac_run(tmp_path, "tests.test_exploration:Desert", 2048, log_every=512)
     lines = [line for line in said if "without a rewarded step" in line]
     assert len(lines) == 1, said
     found = re.match(r"warning: (\d+) env steps \((\d+)% of the budget, (\d+) episodes\)", lines[0])
@@ -202,19 +208,7 @@ def test_an_off_policy_run_without_a_learning_signal_says_so_once(tmp_path):
 def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_path):
     """NoReports pays its reward but never fills `info['achieved_goals']`: SAC-GLAM+HER then has
     nothing to relabel with, which it says once, in the metrics and in the report."""
-    cfg = TrainConfig(
-        env=EnvConfig(name="tests.broken_envs:NoReports", goals="train"),
-        agent=AgentConfig(model="tiny-causal", critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
-        num_envs=8,
-        total_env_steps=512,
-        eval_episodes=0,
-        warm_start_steps=0,
-        output_dir=str(tmp_path / "run"),
-        progress=False,
-    )
-    said: list[str] = []
-    run_pipeline(cfg, announce=said.append)
+    said = quiet_sac_run(tmp_path, "tests.broken_envs:NoReports", 512)
     unreported = [line for line in said if "relabels episodes with the goals the environment reports" in line]
     assert len(unreported) == 1 and not [line for line in said if "without a rewarded step" in line], said
     step = int(re.search(r"none was reported in (\d+) env steps", unreported[0]).group(1))
@@ -230,22 +224,13 @@ def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_pat
 def test_a_run_with_a_signal_never_says_it_has_none(algo, tmp_path):
     """Random play on Pantry puts something in a container within 6 steps: a reward for SAC-GLAM,
     and partner reports too for SAC-GLAM+HER."""
-    cfg = TrainConfig(
-        algo=algo,
-        env=EnvConfig(name="tests.foreign_envs:Pantry", goals="train"),
-        agent=AgentConfig(model="tiny-causal", critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64)
+    sac = (
+        SACConfig.with_her(batch_size=16, random_steps=64)
         if algo == "sac-her"
-        else SACConfig(batch_size=16, random_steps=64),
-        num_envs=8,
-        total_env_steps=512,  # past 10% of it and 50 episodes: where a run without a signal would be told
-        eval_episodes=0,
-        warm_start_steps=0,
-        output_dir=str(tmp_path / "run"),
-        progress=False,
+        else SACConfig(batch_size=16, random_steps=64)
     )
-    said: list[str] = []
-    run_pipeline(cfg, announce=said.append)
+    # 512 env steps: past 10% of it and 50 episodes, where a run without a signal would be told
+    said = quiet_sac_run(tmp_path, "tests.foreign_envs:Pantry", 512, algo=algo, sac=sac)
     assert not [line for line in said if "without a rewarded step" in line or "none was reported" in line]
     last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
     assert last["train/episodes"] >= 50  # the check had its chance

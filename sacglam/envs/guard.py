@@ -21,7 +21,6 @@ and flags as bool. The cost is a few type checks per step.
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 import warnings
 from typing import Any, NoReturn
@@ -72,8 +71,7 @@ class ProtocolGuard(gymnasium.Wrapper):
             if isinstance(error, UserInputError):
                 raise
             raise EnvironmentProtocolError(
-                f"{self._name}, {where}: reset(seed={seed!r}, options={options!r}) raised "
-                f"{_what_and_where(error, self.env)}"
+                f"{self._name}, {where}: reset(seed={seed!r}, options={options!r}) raised {_what_and_where(error)}"
             ) from error
         if not (isinstance(result, tuple) and len(result) == 2):
             self._fail([f"reset() must return (observation, info), got {type(result).__name__}"])
@@ -98,7 +96,7 @@ class ProtocolGuard(gymnasium.Wrapper):
             if isinstance(error, UserInputError) or action not in self._candidates:
                 raise  # an action it never offered: the caller's mistake, refused as the environment refuses it
             raise EnvironmentProtocolError(
-                f"{self._name}, {where}: step({action!r}) raised {_what_and_where(error, self.env)}, although "
+                f"{self._name}, {where}: step({action!r}) raised {_what_and_where(error)}, although "
                 f"info['candidates'] offered it ({list(self._candidates)!r}): the environment refuses one of its own "
                 "candidates, or its code fails on it"
             ) from error
@@ -142,13 +140,21 @@ class ProtocolGuard(gymnasium.Wrapper):
         )
 
 
-def _what_and_where(error: BaseException, env: gymnasium.Env) -> str:
-    """`"ValueError: <message> (at its_module.py:42, in step)"`: the error and the deepest frame of
-    the traceback in the environment's own source file (the deepest frame at all when none is)."""
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sacglam/
+
+
+def raised_in_user_code(error: BaseException) -> traceback.FrameSummary | None:
+    """The deepest frame of `error`'s traceback outside sacglam (an environment's own code, or a
+    library it called), or None when sacglam's own call raised it (e.g. a keyword argument a
+    constructor does not take)."""
     frames = traceback.extract_tb(error.__traceback__)
-    module = sys.modules.get(type(env.unwrapped).__module__)
-    own_file = os.path.abspath(getattr(module, "__file__", "") or "")
-    own = [f for f in frames if os.path.abspath(f.filename) == own_file] or frames
-    at = f" (at {os.path.basename(own[-1].filename)}:{own[-1].lineno}, in {own[-1].name})" if own else ""
+    outside = [f for f in frames if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)]
+    return outside[-1] if outside else None
+
+
+def _what_and_where(error: BaseException) -> str:
+    """`"ValueError: <message> (at its_module.py:42, in step)"`."""
+    frame = raised_in_user_code(error)
+    at = f" (at {os.path.basename(frame.filename)}:{frame.lineno}, in {frame.name})" if frame else ""
     message = " ".join(str(error).split())
     return f"{type(error).__name__}: {message}{at}" if message else f"{type(error).__name__}{at}"

@@ -137,27 +137,6 @@ def _is_flag(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and value in (0, 1)
 
 
-def check_first_reset(env: gymnasium.Env, seed: int = 0) -> None:
-    """The part of `check_environment` a run does before it starts (one `reset`, no steps): the
-    observation is text and `info` lists the candidates (and the goal, when it names one), so a
-    missing key fails in one line here rather than deep inside the first rollout. Raises
-    `EnvironmentProtocolError`."""
-    result = env.reset(seed=seed)
-    if not (isinstance(result, tuple) and len(result) == 2):
-        problems = ["reset() must return (observation, info)"]
-    else:
-        obs, info = result
-        goal_conditioned = isinstance(info, dict) and "goal" in info
-        problems = observation_problems(obs, info, "reset", goal_conditioned) + info_problems(
-            info, "reset", goal_conditioned
-        )
-    if problems:
-        raise EnvironmentProtocolError(
-            f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)} "
-            + CHECKER_HINT
-        )
-
-
 def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 200, seed: int = 0) -> dict[str, bool]:
     """Run `episodes` episodes of `env` (at most `max_steps` steps each) with uniformly random
     candidates, and check every value against the protocol: types, the goal line, that a listed

@@ -22,7 +22,6 @@ import pkgutil
 import re
 import shlex
 import sys
-import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -31,8 +30,7 @@ from typing import Any
 import gymnasium
 from gymnasium.vector import VectorEnv
 
-from sacglam.envs.guard import ProtocolGuard
-from sacglam.envs.protocol import check_first_reset
+from sacglam.envs.guard import ProtocolGuard, raised_in_user_code
 from sacglam.envs.text_vector import TextVectorEnv
 from sacglam.errors import UserInputError
 
@@ -360,17 +358,10 @@ def _attribute(env: gymnasium.Env, name: str) -> Any:
         return None
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # sacglam/
-
-
 def _raised_at(error: BaseException) -> str:
-    """`", at its_module.py:12"`: the deepest frame of `error`'s traceback outside sacglam (the
-    environment's code; "" when the error was raised by sacglam's call itself, e.g. a keyword
-    argument the constructor does not take)."""
-    frames = [
-        f for f in traceback.extract_tb(error.__traceback__) if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)
-    ]
-    return f", at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    """`", at its_module.py:12"`: where in the environment's code `error` was raised ("" if not there)."""
+    frame = raised_in_user_code(error)
+    return f", at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
 
 
 def _is_env_class(value: object) -> bool:
@@ -529,7 +520,7 @@ class GymnasiumSpec(EnvironmentSpec):
             if spec is not None:
                 env = spec.make()
                 try:
-                    check_first_reset(env)
+                    env.reset(seed=0)  # the guard checks it against the protocol
                 finally:
                     env.close()
 
