@@ -4,7 +4,7 @@ workers, checkpoints, the schedule, and a local-runner resume that equals an uni
 import asyncio
 import json
 import os
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ from sacglam.config import (
 from sacglam.inference.batching import MicroBatcher
 from sacglam.inference.server import InferenceServer
 from sacglam.pipeline.dashboard import metric_name
+from sacglam.pipeline.driver import Counters, InferenceTally, counters_from_json
 from sacglam.pipeline.run import RunDirectoryError, run_pipeline
 from sacglam.pipeline.schedules import updates_due
 from sacglam.rollout_workers.worker import RolloutWorker, sample_actions
@@ -130,6 +131,34 @@ def test_one_batched_forward_equals_each_request_alone(server):
         np.testing.assert_allclose(probs, alone, atol=1e-5)
         assert probs.shape == (len(obs), max(len(c) for c in cands))
         np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
+
+
+def test_inference_counters_count_from_the_runs_start_across_actor_restarts_and_resumes():
+    """Readings of one actor's life, a restart (the counters fall), then a resume from the totals
+    a checkpoint saved: the logged counters never fall and sum every life's work."""
+    counters = Counters()
+    tally = InferenceTally(counters)
+
+    def read(forwards, states):
+        return tally.whole_run(
+            {"inference/forwards": forwards, "inference/states_scored": states, "inference/version": 3}
+        )
+
+    assert read(4, 40)["inference/forwards"] == 4
+    assert read(10, 120) == {
+        "inference/forwards": 10,
+        "inference/states_scored": 120,
+        "inference/mean_batch_states": 12.0,
+        "inference/version": 3,
+    }
+    after_restart = read(2, 8)  # a new life: 10 forwards and 120 states were counted before it
+    assert (after_restart["inference/forwards"], after_restart["inference/states_scored"]) == (12, 128)
+    assert after_restart["inference/mean_batch_states"] == pytest.approx(128 / 12)
+    saved = tally.saved()
+    assert (saved["inference/forwards"], saved["inference/states_scored"]) == (12, 128)
+    resumed = InferenceTally(counters_from_json(json.loads(json.dumps(asdict(counters) | {"inference_before": saved}))))
+    first = resumed.whole_run({"inference/forwards": 1, "inference/states_scored": 5})
+    assert (first["inference/forwards"], first["inference/states_scored"]) == (13, 133)
 
 
 def test_weights_are_staged_then_applied_before_the_next_forward_and_old_versions_are_ignored():
@@ -283,6 +312,16 @@ def test_a_resumed_local_run_ends_exactly_where_an_uninterrupted_one_does(tmp_pa
         return [(r["env_steps"], r.get("loss/critic", r.get("loss/value"))) for r in rows if "learner/updates" in r]
 
     assert losses(whole.output_dir) == losses(cut.output_dir)  # the resumed metrics replace the cut-off ones
+
+    def inference_counts(directory):
+        rows = [json.loads(x) for x in (directory / "metrics.jsonl").read_text().splitlines()]
+        keys = ("inference/forwards", "inference/states_scored", "inference/mean_batch_states")
+        return [(r["env_steps"], *(r[k] for k in keys)) for r in rows if "inference/forwards" in r]
+
+    # The resumed run's inference actor is new, but its counters go on from the checkpoint's.
+    assert inference_counts(whole.output_dir) == inference_counts(cut.output_dir)
+    forwards = [row[1] for row in inference_counts(whole.output_dir)]
+    assert forwards == sorted(forwards) and forwards[-1] > 0
     if make_cfg is _autotelic_cfg:
 
         def sampler_records(directory):

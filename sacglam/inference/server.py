@@ -87,5 +87,6 @@ class InferenceServer:
         return {
             "inference/version": self.version,
             "inference/forwards": self.forwards,
+            "inference/states_scored": self.states_scored,
             "inference/mean_batch_states": self.states_scored / max(self.forwards, 1),
         }

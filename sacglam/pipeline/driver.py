@@ -62,6 +62,44 @@ class Counters:
     reported_goals: int = 0  # goals the partner reported, summed over chunks (each chunk's distinct ones)
     no_report_at: int | None = None  # env step at which a relabeling run was found to have no report to relabel with
     finished: bool = False  # set in the final checkpoint of a run that reached its budget (not stopped before it)
+    inference_before: dict[str, float] = field(default_factory=dict)  # inference counters of earlier actor lives
+
+
+# The first inference actor's cumulative counters: they live in the actor, which a resume builds
+# afresh and Ray may restart, so the driver carries them across both (`InferenceTally`).
+INFERENCE_COUNTERS = ("inference/forwards", "inference/states_scored", "inference/batches")
+
+
+class InferenceTally:
+    """The inference counters of the whole run from those of the actor's current life.
+
+    `Counters.inference_before` holds what earlier lives counted (a checkpoint saves it with the
+    current life's counts added, so a resumed run goes on from there); a counter that falls below
+    its last reading means the actor was restarted, and its last reading joins `inference_before`.
+    """
+
+    def __init__(self, counters: Counters):
+        self.c = counters
+        self.seen: dict[str, float] = {}  # the current life's last readings
+
+    def whole_run(self, stats: dict[str, float]) -> dict[str, float]:
+        """`stats` with each cumulative counter counted from the run's start (and the mean batch
+        size recomputed from the totals)."""
+        out = dict(stats)
+        for key in INFERENCE_COUNTERS:
+            if key not in stats:
+                continue
+            if stats[key] < self.seen.get(key, 0):
+                self.c.inference_before[key] = self.c.inference_before.get(key, 0) + self.seen[key]
+            self.seen[key] = stats[key]
+            out[key] = self.c.inference_before.get(key, 0) + stats[key]
+        if "inference/forwards" in out and "inference/states_scored" in out:
+            out["inference/mean_batch_states"] = out["inference/states_scored"] / max(out["inference/forwards"], 1)
+        return out
+
+    def saved(self) -> dict[str, float]:
+        """The totals a checkpoint keeps, as `Counters.inference_before` of the run resumed from it."""
+        return {key: self.c.inference_before.get(key, 0) + self.seen.get(key, 0) for key in INFERENCE_COUNTERS}
 
 
 class PipelineDriver:
@@ -86,6 +124,7 @@ class PipelineDriver:
         self.in_flight: dict[Any, tuple[str, Any]] = {}
         self.issued_steps = counters.env_steps  # collected + in flight
         self.sync_stats: dict[str, float] = {}
+        self.inference_tally = InferenceTally(counters)
         self.max_lag = 0
         self.latest_eval: dict[str, float] = {}
         self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
@@ -396,8 +435,7 @@ class PipelineDriver:
         c = self.c
         episodes = sum(e for e, _ in c.recent)
         stats = resolve(self.parts.storage.call(ExperienceStore.stats))
-        for inference in self.parts.inference[:1]:
-            stats |= resolve(inference.call(InferenceServer.stats))
+        stats |= self._inference_stats()
         if self.parts.goal_sampler is not None:
             stats |= resolve(self.parts.goal_sampler.call(GoalSamplerService.stats))
         record = (
@@ -423,6 +461,12 @@ class PipelineDriver:
         self.bar.set_postfix(self._headline())
         self.max_lag = 0
 
+    def _inference_stats(self) -> dict[str, float]:
+        """The first inference actor's counters, counted from the start of the run."""
+        for inference in self.parts.inference[:1]:
+            return self.inference_tally.whole_run(resolve(inference.call(InferenceServer.stats)))
+        return {}
+
     def checkpoint(self) -> StoragePath:
         """Everything a resumed run needs; collection and learning are idle here."""
         self._pause()
@@ -436,7 +480,8 @@ class PipelineDriver:
             resolve(self.parts.goal_sampler.call(GoalSamplerService.save, tmp))
         write_torch(tmp / "learner.pt", resolve(self.parts.learners[0].call(LearnerService.state_dict)))
         (tmp / "workers.pkl").write_bytes(pickle.dumps(workers))
-        (tmp / "driver.json").write_text(json.dumps(asdict(c)))
+        self._inference_stats()  # the counts up to this checkpoint
+        (tmp / "driver.json").write_text(json.dumps(asdict(c) | {"inference_before": self.inference_tally.saved()}))
         resolve(saving)
         while c.next_checkpoint <= c.env_steps:
             c.next_checkpoint += self.cfg.pipeline.checkpoint_every or self.cfg.total_env_steps
