@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import io
 import json
 import re
@@ -35,6 +36,7 @@ from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError, user_error_in_remote_text
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import EnvironmentExpert, RandomPolicy
+from sacglam.run_directory import RunAlreadyComplete
 from sacglam.types import Policy
 
 
@@ -440,6 +442,18 @@ COMMANDS = {
 }
 
 
+_DESCRIPTIONS = {  # what `--help` says above the options: the class's docstring and the flags tyro does not list
+    TrainConfig: (
+        f"{inspect.cleandoc(TrainConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config (tune_configs/runs/, docs/configs.md) gives the "
+        "defaults; the flags below override it. --resume DIR alone continues a run with its own config."
+    ),
+    EvalConfig: (
+        f"{inspect.cleandoc(EvalConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config whose environment (and agent) to evaluate; "
+        "the flags below override it."
+    ),
+}
+
+
 def parse(args: list[str]) -> EvalConfig | TrainConfig:
     """`<command> [--config FILE.yaml] [--field value ...]`: the YAML file gives the defaults,
     flags override them."""
@@ -477,6 +491,9 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             default = from_dict(TrainConfig, mapping, where=rest[at + 1])
         default = default or load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
+    if cls is TrainConfig and default is None and (algo := _last_flag_value(rest, "--algo")) in ("sac", "ppo"):
+        # the method's own defaults, as a run config naming it gets (`TrainConfig.nested_defaults`)
+        default = from_dict(TrainConfig, {"algo": algo}, where="--algo")
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
@@ -484,7 +501,13 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
     parsed = _one_line_errors(
-        f"sacglam {args[0]}", tyro.cli, cls, default=default, args=rest, prog=f"sacglam {args[0]}"
+        f"sacglam {args[0]}",
+        tyro.cli,
+        cls,
+        default=default,
+        args=rest,
+        prog=f"sacglam {args[0]}",
+        description=_DESCRIPTIONS.get(cls),
     )
     if isinstance(parsed, (TrainConfig, EvalConfig)):
         _refuse_unread_env_flags(parsed.env.name, rest)
@@ -495,12 +518,21 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     return parsed
 
 
+def _last_flag_value(flags: list[str], flag: str) -> str | None:
+    """The value the last `flag VALUE` or `flag=VALUE` among `flags` gives, if any does."""
+    value = None
+    for i, f in enumerate(flags):
+        if f == flag and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif f.startswith(flag + "="):
+            value = f.split("=", 1)[1]
+    return value
+
+
 def _env_name_named(flags: list[str]) -> str | None:
     """The environment `--env.name` or the `--config` file's `env.name` names, if either does."""
-    names = [flags[i + 1] for i, f in enumerate(flags[:-1]) if f == "--env.name"]
-    names += [f.split("=", 1)[1] for f in flags if f.startswith("--env.name=")]
-    if names:
-        return names[-1]
+    if (name := _last_flag_value(flags, "--env.name")) is not None:
+        return name
     if "--config" in flags and flags.index("--config") + 1 < len(flags):
         try:
             env = _yaml_mapping(flags[flags.index("--config") + 1]).get("env")
@@ -573,9 +605,8 @@ def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any
     """`--env.name` naming another environment than Playground-Text keeps the goal set the file
     (or the default run: the simplified task's `simple-train`) gave, which only Playground-Text
     has: add `--env.goals train` unless the flags set the goal set themselves."""
-    names = [flags[i + 1] for i, f in enumerate(flags[:-1]) if f == "--env.name"]
-    names += [f.split("=", 1)[1] for f in flags if f.startswith("--env.name=")]
-    if not names or names[-1] == "playground-text" or any(f.startswith("--env.goals") for f in flags):
+    name = _last_flag_value(flags, "--env.name")
+    if name is None or name == "playground-text" or any(f.startswith("--env.goals") for f in flags):
         return flags
     env = from_file.get("env")
     goals = str(env.get("goals", TrainConfig().env.goals) if isinstance(env, dict) else TrainConfig().env.goals)
@@ -637,6 +668,14 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
         if stop.code in (0, None):
             sys.stderr.write(captured.getvalue())
             raise
+        # A config's construction that failed on something other than a setting's value (an
+        # environment that breaks the protocol, a module that does not import): tyro reports it as
+        # a setting it could not parse; the error says what is wrong itself, and `--help` cannot help.
+        cause = stop.__context__
+        while cause is not None and not isinstance(cause, UserInputError):
+            cause = cause.__context__
+        if cause is not None:
+            raise cause from None
         # The box: a top border with the title, the message (wrapped over rows), a rule, the help.
         rows = [_BOX.sub("", line).strip() for line in captured.getvalue().splitlines()[1:]]
         message = []
@@ -702,6 +741,8 @@ def main(args: list[str] | None = None) -> None:
         for cls, run in COMMANDS.values():
             if isinstance(cfg, cls):
                 run(cfg)  # type: ignore[operator]
+    except RunAlreadyComplete as done:  # nothing to do is not a failure: status 0
+        print(f"sacglam: {done.one_line()}", file=sys.stderr)
     except UserInputError as error:
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -39,12 +39,18 @@ def env_settings_read_by(name: str) -> tuple[str, ...]:
     return ("name", "goals", *_ENV_FIELDS_READ.get(name, _PROTOCOL_FIELDS_READ))
 
 
+def env_is_built_in(name: str) -> bool:
+    """Whether `name` is one of the environments this project ships its own settings for
+    (Playground-Text, BabyAI-Text, TextWorld), rather than a protocol environment."""
+    return name in _ENV_FIELDS_READ
+
+
 def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:
     """`env` (an EnvConfig as a dict, e.g. from a run's config.json) cut to the settings its kind
     of environment reads; a protocol environment's empty `kwargs` and absent twin are left out too."""
     name = env.get("name", "playground-text")
     fields = env_settings_read_by(name)
-    return {k: env[k] for k in fields if k in env and (env[k] not in ({}, None) or name in _ENV_FIELDS_READ)}
+    return {k: env[k] for k in fields if k in env and (env[k] not in ({}, None) or env_is_built_in(name))}
 
 
 @dataclass(frozen=True)
@@ -762,8 +768,9 @@ class TrainConfig:
     """Training SAC-GLAM, SAC-GLAM+HER (through the actor-learner pipeline) or PPO-GLAM."""
 
     algo: Literal["sac", "sac-her", "ppo"] = "sac-her"
-    """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches; ppo: PPO-GLAM
-    (needs agent.critic='value')."""
+    """sac: SAC-GLAM; sac-her: SAC-GLAM with hindsight relabeling and 50/50 batches; ppo: PPO-GLAM.
+    Naming one gives its own defaults: sac the paper's SAC-GLAM settings (sac.her False), ppo a
+    value head (agent.critic='value')."""
     env: EnvConfig = EnvConfig(n_objects=3, goals="simple-train", max_steps=8)
     """The training environment (its held-out goal set is evaluated too)."""
     agent: AgentConfig = AgentConfig(model="tiny-causal", critic_width=256)
@@ -831,6 +838,27 @@ class TrainConfig:
     """Actors, batching, weight sync and checkpoints of the pipeline."""
     goal_sampler: GoalSamplerConfig = GoalSamplerConfig()
     """Who chooses the training episodes' goals: the environment (default) or the agent itself."""
+
+    @classmethod
+    def nested_defaults(cls, data: dict[str, Any], defaults: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The defaults a run config's nested blocks are filled in over, for the method and the
+        environment it names (`config_io.from_dict`): `algo: sac` gets the paper's SAC-GLAM
+        settings (`SACConfig()`: no relabeling, uniform batches, its own entropy settings) and
+        `algo: ppo` a value head, where the default run (SAC-GLAM+HER) has the paper's
+        SAC-GLAM+HER settings and a Q-critic; an environment other than Playground-Text gets the
+        goal set every environment has, `train`, for the simplified task's `simple-train`. The
+        command line's `--algo` and `--env.name` get the same (`cli.parse`)."""
+        out: dict[str, Any] = {}
+        algo = data.get("algo", cls.algo)
+        if algo == "sac":
+            out["sac"] = SACConfig()
+        if algo == "ppo":
+            out["agent"] = defaults["agent"] | {"critic": "value"}
+        env = data.get("env")
+        named = env.get("name", "playground-text") if isinstance(env, dict) else "playground-text"
+        if named != "playground-text" and str(defaults["env"]["goals"]).startswith("simple-"):
+            out["env"] = defaults["env"] | {"goals": "train"}
+        return out
 
     @staticmethod
     def upgrade(data: dict[str, Any]) -> dict[str, Any]:

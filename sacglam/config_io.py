@@ -46,7 +46,14 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
     return from_dict(cls, data, where=str(path))
 
 
-def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
+def from_dict(cls: type[T], data: Any, where: str = "config", base: dict[str, Any] | None = None) -> T:
+    """`cls` from the mapping `data`. What `data` leaves out keeps the default of where it sits:
+    `base`'s value when given (the field values a nested block is filled in over: the default its
+    parent gives that field, so that a run config's `env: {max_steps: 10}` keeps `TrainConfig.env`'s
+    other settings, as `sacglam train --help` shows them, not `EnvConfig()`'s), else the class's
+    own. A class may adapt its nested blocks' defaults to `data` with a class method
+    `nested_defaults(data, defaults)` returning, per block it adapts, a config instance or the
+    field values to fill it in over (`TrainConfig`'s SAC settings follow its `algo`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
     upgrade = getattr(cls, "upgrade", None)  # a config class that renamed keys reads its earlier files
@@ -62,17 +69,50 @@ def from_dict(cls: type[T], data: Any, where: str = "config") -> T:
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"{where}: unknown key {key!r} for {cls.__name__}{hint} Valid keys: {', '.join(fields)}")
-    values = {key: _convert(hints[key], value, f"{where}:{key}") for key, value in data.items()}
+    nested, adapted = _nested_defaults(cls, data, base)
+    blocks = {key: {} for key in adapted} | data  # a block the class adapted is built even when `data` has none
+    values = {key: _convert(hints[key], value, f"{where}:{key}", nested.get(key)) for key, value in blocks.items()}
     try:
-        return cls(**values)
+        return cls(**({**base, **values} if base is not None else values))
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{where}: {error}") from error
 
 
-def _convert(tp: Any, value: Any, where: str) -> Any:
+def field_values(instance: Any) -> dict[str, Any]:
+    """A dataclass instance's constructor arguments (shallow: nested configs stay instances)."""
+    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance) if f.init}
+
+
+def _nested_defaults(
+    cls: type, data: dict[str, Any], base: dict[str, Any] | None
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """Per field of `cls` whose default is a config (a dataclass instance): the field values its
+    block is filled in over (`base`'s value, or the field's default), as the class's
+    `nested_defaults` adapts them to `data`; and the fields it adapted."""
+    defaults = {}
+    for f in dataclasses.fields(cast(Any, cls)):
+        if base is not None and f.name in base:
+            value = base[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            continue
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            defaults[f.name] = field_values(value)
+    adapt = getattr(cls, "nested_defaults", None)
+    adapted = {  # an instance, or the field values to fill a block in over
+        name: field_values(value) if dataclasses.is_dataclass(value) else value
+        for name, value in (adapt(data, defaults) if adapt is not None else {}).items()
+    }
+    return defaults | adapted, set(adapted)
+
+
+def _convert(tp: Any, value: Any, where: str, base: dict[str, Any] | None = None) -> Any:
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        return from_dict(cast(type, tp), value, where)
+        return from_dict(cast(type, tp), value, where, base)
     if origin in (Union, types.UnionType):
         options = get_args(tp)
         if value is None and type(None) in options:
@@ -80,7 +120,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         errors = []
         for option in (o for o in options if o is not type(None)):
             try:
-                return _convert(option, value, where)
+                return _convert(option, value, where, base)
             except ConfigError as error:
                 errors.append(str(error))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {tp}")

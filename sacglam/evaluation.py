@@ -17,6 +17,7 @@ from typing import Literal
 from tqdm.auto import tqdm
 
 from sacglam.config import EnvConfig, TrainConfig
+from sacglam.progress import to_terminal
 from sacglam.types import EnvironmentPolicy, EpisodeResult, EpisodeSpec, Policy
 
 OVERALL = "all"
@@ -62,7 +63,7 @@ def run_episodes(
     slot_candidates: list[list[str]] = [[] for _ in envs]
     slot_steps = [0] * len(envs)
     pending = iter(range(len(specs)))
-    bar = tqdm(total=len(specs), desc=description, disable=not progress, leave=False)
+    bar = tqdm(total=len(specs), desc=description, disable=not (progress and to_terminal()), leave=False)
 
     def load(slot: int) -> None:
         index = next(pending, None)
@@ -184,7 +185,11 @@ def run_evaluation(
 def evaluation_bar(parts: Sequence[EvaluationPart], show: bool) -> tqdm:
     """The per-episode bar shown while an evaluation runs (it disappears when done)."""
     return tqdm(
-        total=sum(len(p.specs) for p in parts), desc="evaluating", unit="episode", leave=False, disable=not show
+        total=sum(len(p.specs) for p in parts),
+        desc="evaluating",
+        unit="episode",
+        leave=False,
+        disable=not (show and to_terminal()),
     )
 
 

@@ -50,8 +50,13 @@ def last_training_record(records: list[dict]) -> dict:
     return trains[-1] if trains else {}
 
 
+def run_config(run_dir: Path) -> dict:
+    """The run's config.json as a dict ({} when there is none)."""
+    return json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+
+
 def run_title(run_dir: Path) -> str:
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    config = run_config(run_dir)
     if not config:
         return str(run_dir)
     return (
@@ -75,12 +80,49 @@ def before_and_after(run_dir: str | Path) -> str:
         lines = [f"{run_title(run_dir)}: success at env step {evals[0]['env_steps']} (one evaluation)"]
         lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f}" for k in overall_keys(evals)]
         return "\n".join(lines)
+    config = run_config(run_dir)
+    episodes = config.get("eval_episodes")
+    per = (
+        f"; {episodes} episodes per goal set and mode, a standard error up to {0.5 / episodes**0.5:.2f}"
+        if episodes
+        else ""
+    )
     lines = [
         f"{run_title(run_dir)}: success before -> after training "
-        f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']})"
+        f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']}{per})"
     ]
     lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
+    goals = (config.get("env") or {}).get("goals")
+    if episodes and goals and (flat := no_rise_line(evals[0], evals[-1], goals, episodes)) is not None:
+        lines.append(flat)
     return "\n".join(lines)
+
+
+NOISE_STANDARD_ERRORS = 2.0  # a rise within this many standard errors of the difference is not called learning
+
+
+def no_rise_line(before: dict, after: dict, goal_set: str, episodes: int) -> str | None:
+    """A line when no mode's success on the train goals (`goal_set`) rose by more than
+    `NOISE_STANDARD_ERRORS` standard errors of the difference of two evaluations of `episodes`
+    episodes each (binomial, pooled: sqrt(2 p(1 - p) / episodes) at the mean p of the two), after
+    the continuity correction of 1 / episodes (without it, 0 -> 4 successes in 64 would count as a
+    rise, which Fisher's exact test puts at p = 0.12); None when one did. A flat or falling
+    success is then what the run measured, not noise hiding a rise."""
+    keys = [k for k in after if k.startswith(f"eval/{goal_set}/") and k.endswith("/all") and k in before]
+    if not keys:
+        return None
+    rises = []
+    for key in sorted(keys):
+        mean = (before[key] + after[key]) / 2
+        noise = NOISE_STANDARD_ERRORS * (2 * mean * (1 - mean) / episodes) ** 0.5
+        if after[key] - before[key] - 1 / episodes > noise:
+            return None
+        rises.append(f"{key.split('/')[2]} {after[key] - before[key]:+.3f} (noise {noise:.3f})")
+    return (
+        f"  no success on the train goals rose beyond evaluation noise ({', '.join(rises)}; "
+        f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
+        "docs/environments.md#what-the-first-run-tells-you says what to try"
+    )
 
 
 def exploration_lines(records: list[dict]) -> list[str]:
@@ -125,6 +167,10 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
             f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
         ]
         lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
+        config = run_config(run_dir)
+        episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
+        if episodes and goals and (flat := no_rise_line(evals[0], evals[-1], goals, episodes)) is not None:
+            lines += [f"**{flat.strip()[0].upper()}{flat.strip()[1:]}.**", ""]
         keys = overall_keys(evals)
         lines += [
             "Learning curve (success, all goal types):",

@@ -17,6 +17,11 @@ class RunDirectoryError(UserInputError, RuntimeError):
     checkpoints, or a resume without any)."""
 
 
+class RunAlreadyComplete(RunDirectoryError):
+    """`--resume` of a run that ended at its budget, to the same budget: nothing to do. The command
+    line says so and exits with status 0 (a job script that resumes until done ends there)."""
+
+
 def reachable_run_directory(location: object) -> StoragePath:
     """The run directory, checked to be reachable (a URI's bucket, credentials and endpoint)."""
     try:

@@ -84,6 +84,13 @@ class OldStepAPI(Dial):
         return self._obs(), reward, terminated or truncated, self._info(achieved)
 
 
+class NumberCandidate(Dial):
+    """A candidate list with a number among its texts."""
+
+    def _candidates(self) -> list[Any]:
+        return [*super()._candidates()[:1], 3, "Wait"]
+
+
 class NoCandidatesAfterStep(Dial):
     def step(self, action):
         achieved, reward, terminated, truncated = self._outcome(action)

@@ -115,6 +115,11 @@ BAD_INPUTS = {
         ["train", "--env.name", "tests.broken_envs:BrokenInit", "--output-dir", "{tmp}/run"],
         "constructing it failed (RuntimeError: the dial is not wired, at broken_envs.py:",
     ),
+    "train: an environment with a number among its candidates": (
+        ["train", "--env.name", "tests.broken_envs:NumberCandidate", "--output-dir", "{tmp}/run"],
+        "reset: info['candidates'] must be a non-empty list of non-empty strings, got ['Turn the dial to one', 3, "
+        "'Wait']: item 1 is 3 (int)",
+    ),
     "train: a class that is no environment": (
         ["train", "--env.name", "tests.broken_envs:NotAnEnv", "--output-dir", "{tmp}/run"],
         "NotAnEnv is a class but not a gymnasium.Env subclass",
@@ -145,6 +150,8 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     assert len(message) == 1 and expected in message[0], err
     assert not any("Traceback" in line for line in err)
     assert not (tmp_path / "run").exists()
+    if "environment" in case:  # not a setting the parser could not read: no parser wording, no `--help`
+        assert "Error parsing" not in message[0] and "--help" not in message[0], message[0]
 
 
 def test_a_user_error_raised_in_a_ray_actor_is_found_in_the_text_ray_passes_back():

@@ -1,6 +1,7 @@
 """YAML configs: every file in tune_configs/runs/ loads, and bad files fail with a message that says
 what is wrong and where."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,39 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
     assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == "out"
 
 
+def test_a_nested_block_keeps_the_run_defaults_the_help_shows_for_what_it_leaves_out(tmp_path):
+    """`agent: {critic_width: 128}` changes the critic's width and nothing else: the model stays the
+    run's default (the tiny model), not `AgentConfig()`'s own (SmolLM2); the same for `env` (the
+    simplified task) and `sac` (SAC-GLAM+HER's settings)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("agent: {critic_width: 128}\nenv: {max_steps: 10}\nsac: {batch_size: 64}\n")
+    cfg = load_yaml_config(TrainConfig, path)
+    default = TrainConfig()
+    assert cfg.agent == replace(default.agent, critic_width=128)
+    assert cfg.env == replace(default.env, max_steps=10)
+    assert cfg.sac == replace(default.sac, batch_size=64)
+    assert cfg == parse(["train", "--agent.critic-width", "128", "--env.max-steps", "10", "--sac.batch-size", "64"])
+
+
+@pytest.mark.parametrize(
+    "algo, flags",
+    [("sac", []), ("ppo", []), ("sac-her", []), ("sac", ["--env.name", "sacglam.envs.sanity:SayWord"])],
+)
+def test_a_method_or_environment_named_in_a_file_or_by_flags_gets_the_same_defaults(tmp_path, algo, flags):
+    """`algo: sac` gets the paper's SAC-GLAM settings (no relabeling) and `algo: ppo` a value head,
+    whether a run config or `--algo` names the method; an environment other than Playground-Text
+    gets the `train` goal set either way."""
+    path = tmp_path / "c.yaml"
+    env = f"env: {{name: {flags[1]}}}\n" if flags else ""
+    path.write_text(f"algo: {algo}\n{env}")
+    from_file = load_yaml_config(TrainConfig, path)
+    from_flags = parse(["train", "--algo", algo, *flags])
+    assert from_file == from_flags
+    assert from_file.sac.her == (algo == "sac-her") or algo == "ppo"
+    assert from_file.agent.critic == ("value" if algo == "ppo" else "action")
+    assert from_file.env.goals == ("train" if flags else "simple-train")
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -47,8 +81,8 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
         ("algo: dqn\n", r"algo: 'dqn' is not one of 'sac', 'sac-her', 'ppo'"),
         ("sac: {gamma: high}\n", r"sac:gamma: expected float, got str 'high'"),
         ("sac: {batch_size: 12.5}\n", r"sac:batch_size: expected int"),
-        ("algo: sac\n", r"algo='sac' but sac.her=True"),
-        ("env: {n_objects: 2}\n", r"n_objects=2 is too small"),
+        ("algo: sac\nsac: {her: true}\n", r"algo='sac' but sac.her=True"),
+        ("env: {n_objects: 2, goals: train}\n", r"n_objects=2 is too small"),
         ("- a list\n", r"expected a mapping of TrainConfig fields"),
     ],
 )

@@ -12,6 +12,7 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -233,3 +234,24 @@ def test_a_flag_that_changes_the_model_works_out_the_critic_input_norm_again():
     kept = ["train", "--config", "tune_configs/runs/sanity_sac.yaml", "--agent.model", "smollm2-135m"]
     assert parse([*kept, "--agent.critic-input-norm", "none"]).agent.critic_input_norm == "none"
     assert parse([*kept, "--agent.critic-input-norm=none"]).agent.critic_input_norm == "none"
+
+
+def test_a_tiny_sac_run_on_an_outside_environment_at_the_papers_settings_is_told_of_the_sanity_ones():
+    from sacglam.config import SACConfig
+    from sacglam.pipeline.run import paper_settings_note
+
+    lamps = EnvConfig(name="tests.foreign_envs:Lamps")
+    note = paper_settings_note(replace(TrainConfig(), env=lamps))
+    assert note is not None and "sac-her at the paper's settings (batch 256" in note
+    assert "tune_configs/runs/sanity_sac_her.yaml" in note
+    sac = replace(TrainConfig(), algo="sac", sac=SACConfig(), env=lamps)
+    assert "tune_configs/runs/sanity_sac.yaml" in (paper_settings_note(sac) or "")
+    # nothing to say: changed SAC settings, a built-in environment, a pretrained model, PPO
+    assert (
+        paper_settings_note(replace(TrainConfig(), env=lamps, sac=replace(SACConfig.with_her(), batch_size=64))) is None
+    )
+    assert paper_settings_note(TrainConfig()) is None
+    pretrained = AgentConfig(model="smollm2-135m")
+    assert paper_settings_note(replace(TrainConfig(), env=lamps, agent=pretrained)) is None
+    ppo = replace(TrainConfig(), algo="ppo", agent=replace(TrainConfig().agent, critic="value"), env=lamps)
+    assert paper_settings_note(ppo) is None

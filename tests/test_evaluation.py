@@ -159,3 +159,24 @@ def test_leaving_out_modes_and_the_held_out_set_keeps_the_other_parts_as_they_we
     assert kept == [p for p in training_evaluation(full) if p.env.goals == full.env.goals and p.mode == "greedy"]
     with pytest.raises(ValueError, match="eval_modes must name sampled, greedy or both"):
         replace(full, eval_modes=())
+
+
+def test_a_log_file_gets_no_evaluation_bar_and_the_runs_bar_at_most_every_30_seconds(monkeypatch):
+    """A terminal redraws bars in place; a file keeps every redraw (and a nested bar's cursor
+    escapes), so a run whose stderr is a file writes its own bar seldom and no evaluation bar."""
+    import io
+
+    from sacglam.evaluation import evaluation_bar
+    from sacglam.progress import LOG_FILE_INTERVAL_S, bar_interval
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert evaluation_bar([], show=True).disable and bar_interval() == {"mininterval": LOG_FILE_INTERVAL_S} == {
+        "mininterval": 30.0
+    }
+    monkeypatch.setattr("sys.stderr", Terminal())
+    assert not evaluation_bar([], show=True).disable and bar_interval() == {}
+    assert evaluation_bar([], show=False).disable

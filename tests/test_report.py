@@ -51,3 +51,44 @@ def test_a_run_without_evaluations_prints_its_last_training_record(tmp_path):
     printed = before_and_after(run)
     assert "no evaluation" in printed and "train/success 0.25" in printed
     assert "No evaluation in this run" in "\n".join(report_lines(run))
+
+
+def _run_with_episodes(directory: Path, before: dict, after: dict, episodes: int = 64) -> Path:
+    directory.mkdir()
+    config = CONFIG | {"eval_episodes": episodes, "env": {"name": "my_env:MyEnv", "goals": "train"}}
+    (directory / "config.json").write_text(json.dumps(config))
+    records = [{"env_steps": 0, **before}, TRAINING, {"env_steps": 64, **after}]
+    (directory / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    return directory
+
+
+def _success(sampled: float, greedy: float, held_out: float = 0.0) -> dict:
+    return {
+        "eval/train/sampled/all": sampled,
+        "eval/train/greedy/all": greedy,
+        "eval/test/sampled/all": held_out,
+    }
+
+
+def test_a_run_whose_train_success_rose_within_noise_says_it_has_not_measurably_learned(tmp_path):
+    """Two evaluations of 64 episodes at a success near 0.2 differ by up to about 0.14 by chance
+    (2 standard errors of the difference), and 0 -> 4 successes is no rise either (Fisher's exact
+    test: p = 0.12); a held-out rise does not count: the line is about the goals the agent trains
+    on."""
+    flat = _run_with_episodes(tmp_path / "flat", _success(0.203, 0.0), _success(0.188, 0.062, held_out=0.9))
+    printed = before_and_after(flat)
+    assert "64 episodes per goal set and mode, a standard error up to 0.06" in printed
+    line = next(x for x in printed.splitlines() if "no success on the train goals rose" in x)
+    mean = (0.203 + 0.188) / 2
+    assert f"sampled -0.015 (noise {2 * (2 * mean * (1 - mean) / 64) ** 0.5:.3f})" in line
+    assert "greedy +0.062" in line and "what-the-first-run-tells-you" in line
+    assert "not measurably learned" in "\n".join(report_lines(flat))
+
+
+def test_a_rise_beyond_noise_in_either_mode_gets_no_such_line(tmp_path):
+    # greedy 0.2 -> 0.42: mean 0.31, noise 2 * sqrt(2 * 0.31 * 0.69 / 64) = 0.163 < 0.22 - 1/64
+    risen = _run_with_episodes(tmp_path / "risen", _success(0.2, 0.2), _success(0.19, 0.42))
+    assert "rose beyond evaluation noise" not in before_and_after(risen)
+    # the same rise on 16 episodes is noise (0.327 > 0.22 - 1/16)
+    few = _run_with_episodes(tmp_path / "few", _success(0.2, 0.2), _success(0.19, 0.42), episodes=16)
+    assert "rose beyond evaluation noise" in before_and_after(few)

@@ -78,6 +78,7 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     ):
         problems.append(
             f"{where}: info['candidates'] must be a non-empty list of non-empty strings, got {candidates!r}"
+            + _first_bad_candidate(candidates)
         )
     elif len(set(candidates)) != len(candidates):
         problems.append(f"{where}: info['candidates'] repeats an action: {candidates!r}")
@@ -89,6 +90,17 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     if "goal_type" in info and not isinstance(info["goal_type"], str):
         problems.append(f"{where}: info['goal_type'] must be a str, got {info['goal_type']!r}")
     return problems
+
+
+def _first_bad_candidate(candidates: Any) -> str:
+    """`: item i is <repr> (<type>)` for the first item of a candidate list that is not a
+    non-empty str; "" when the list itself is what is wrong."""
+    if not isinstance(candidates, Sequence) or isinstance(candidates, str):
+        return f" (a {type(candidates).__name__})"
+    for i, candidate in enumerate(candidates):
+        if not (isinstance(candidate, str) and candidate):
+            return f": item {i} is {candidate!r} ({type(candidate).__name__})"
+    return ""
 
 
 STEP_RESULT = "(observation, reward, terminated, truncated, info)"

@@ -29,7 +29,7 @@ from sacglam.learner.service import LearnerService
 from sacglam.pipeline.components import Components
 from sacglam.pipeline.metrics import MetricsLogger
 from sacglam.pipeline.schedules import make_schedule
-from sacglam.progress import advance
+from sacglam.progress import advance, bar_interval
 from sacglam.report import NO_SIGNAL_EPISODES, NO_SIGNAL_SHARE
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
@@ -138,6 +138,7 @@ class PipelineDriver:
             disable=not cfg.progress,
             desc=f"{cfg.algo} ({cfg.runner})",
             unit="step",
+            **bar_interval(),
         )
         self._clock = time.perf_counter()
         self.schedule = make_schedule(self)

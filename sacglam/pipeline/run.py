@@ -21,6 +21,7 @@ from sacglam.pipeline.driver import Counters, PipelineDriver, restore
 from sacglam.pipeline.metrics import MetricsLogger, tensorboard_command
 from sacglam.report import METRICS_FILE
 from sacglam.run_directory import (
+    RunAlreadyComplete,
     RunDirectoryError,
     changed_settings,
     create_run_directory,
@@ -30,6 +31,24 @@ from sacglam.run_directory import (
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, resolve
 from sacglam.runtime.storage import StoragePath, download_dir, staging_dir, write_torch
+
+
+def paper_settings_note(cfg: TrainConfig) -> str | None:
+    """A note for a SAC run of a random-initialised (tiny) model on a protocol environment at the
+    paper's SAC settings, which are sized for a pretrained LLM on a GPU: on such an environment the
+    tiny model learns on a CPU with the sanity settings, and stays goal-blind for thousands of
+    env steps with these (docs/environments.md#what-the-first-run-tells-you). None otherwise."""
+    from sacglam.config import SACConfig, env_is_built_in
+
+    paper = {"sac": SACConfig(), "sac-her": SACConfig.with_her()}.get(cfg.algo)
+    if paper is None or cfg.sac != paper or not cfg.agent.random_initialised or env_is_built_in(cfg.env.name):
+        return None
+    return (
+        f"note: {cfg.algo} at the paper's settings (batch {paper.batch_size}, learning rates {paper.actor_lr:g} and "
+        f"{paper.critic_lr:g}), sized for a pretrained LLM on a GPU; the tiny model learns a new environment "
+        f"sooner on a CPU with --config tune_configs/runs/sanity_{cfg.algo.replace('-', '_')}.yaml "
+        "(docs/environments.md#what-the-first-run-tells-you)"
+    )
 
 
 def run_pipeline(
@@ -55,7 +74,7 @@ def run_pipeline(
             )
         raise RunDirectoryError(f"{cfg.resume} holds no checkpoint to resume from (none in {store.root})")
     if latest is not None and (done := finished_at(latest, cfg.total_env_steps)) is not None:
-        raise RunDirectoryError(
+        raise RunAlreadyComplete(
             f"{cfg.resume} is complete: it ended at its budget, {done} env steps, and total_env_steps is "
             f"{cfg.total_env_steps}; nothing was changed (to train it further, resume with a larger --total-env-steps)"
         )
@@ -82,6 +101,8 @@ def run_pipeline(
     create_run_directory(run_dir)
     if cfg.resume is None:
         write_run_config(cfg)
+        if (settings := paper_settings_note(cfg)) is not None:
+            announce(settings)
     elif changed := changed_settings(cfg):
         announce(
             f"resuming with settings that differ from {run_dir / 'config.json'}: {'; '.join(changed)} "
