@@ -225,7 +225,9 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
 
 
 def train(cfg: TrainConfig) -> dict[str, float]:
-    """Train and print the evaluation before and after."""
+    """Train and print the evaluation before and after. `--resume` of a run already complete
+    changes nothing and returns (exit status 0), after writing the final files a run stopped
+    right after its final checkpoint did not write (`learner.pt`, the report)."""
     import transformers
 
     transformers.utils.logging.disable_progress_bar()  # keep the run's own progress bar readable
@@ -235,6 +237,12 @@ def train(cfg: TrainConfig) -> dict[str, float]:
 
     try:
         final = run_pipeline(cfg)
+    except RunAlreadyComplete as done:  # nothing to do is not a failure
+        print(f"sacglam: {done.one_line()}", file=sys.stderr)
+        if not _final_files_missing(StoragePath(run_dir)):
+            return {}
+        print("sacglam: its final files were not all written (it stopped after its final checkpoint): writing them")
+        final = {}
     except KeyboardInterrupt:
         resumable = (StoragePath(run_dir) / "checkpoints" / "latest").exists()
         raise SystemExit(
@@ -270,6 +278,21 @@ def train(cfg: TrainConfig) -> dict[str, float]:
         report = storage / report.name  # type: ignore[assignment]
     print(f"report: {report}; metrics (JSONL, CSV, TensorBoard), config and checkpoints in {storage}")
     return final
+
+
+def _final_files_missing(run: Any) -> bool:
+    """Whether a complete local run lacks the files written after its final checkpoint; a missing
+    `learner.pt` is restored from that checkpoint here (the same learner state, written twice)."""
+    from sacglam.runtime.checkpoint import CheckpointStore
+
+    if not run.is_local:
+        return False  # a URI run's report is written from a local copy of its metrics that this process lacks
+    if not (run / "learner.pt").exists():
+        latest, _ = CheckpointStore(run / "checkpoints", keep=1).latest_intact()
+        if latest is not None:
+            (run / "learner.pt").write_bytes((latest / "learner.pt").read_bytes())
+        return True
+    return not (run / "report.md").exists()
 
 
 @dataclass(frozen=True)
@@ -491,9 +514,12 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             default = from_dict(TrainConfig, mapping, where=rest[at + 1])
         default = default or load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
-    if cls is TrainConfig and default is None and (algo := _last_flag_value(rest, "--algo")) in ("sac", "ppo"):
-        # the method's own defaults, as a run config naming it gets (`TrainConfig.nested_defaults`)
-        default = from_dict(TrainConfig, {"algo": algo}, where="--algo")
+    if cls is TrainConfig and default is None and (named_by_flags := _method_and_environment(rest)):
+        # their own defaults, as a run config naming them gets (`TrainConfig.nested_defaults`); the
+        # model's and environment's defaults are worked out once, for the final ones (`_resolve_again`)
+        from_file = named_by_flags
+        placeholder = {**named_by_flags, "agent": {"tiny_vocabulary": [_UNRESOLVED]}}
+        default = from_dict(TrainConfig, placeholder, where="the command line")
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
@@ -601,6 +627,17 @@ def _refuse_mapping_flags(cls: type, flags: list[str]) -> None:
             )
 
 
+def _method_and_environment(flags: list[str]) -> dict[str, Any]:
+    """The method and environment flags name when their defaults differ from the default run's
+    (`--algo sac` or `ppo`, an `--env.name` other than Playground-Text), as a run config's keys."""
+    named: dict[str, Any] = {}
+    if (algo := _last_flag_value(flags, "--algo")) in ("sac", "ppo"):
+        named["algo"] = algo
+    if (env := _last_flag_value(flags, "--env.name")) not in (None, "playground-text"):
+        named["env"] = {"name": env}
+    return named
+
+
 def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any]) -> list[str]:
     """`--env.name` naming another environment than Playground-Text keeps the goal set the file
     (or the default run: the simplified task's `simple-train`) gave, which only Playground-Text
@@ -671,9 +708,7 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
         # A config's construction that failed on something other than a setting's value (an
         # environment that breaks the protocol, a module that does not import): tyro reports it as
         # a setting it could not parse; the error says what is wrong itself, and `--help` cannot help.
-        cause = stop.__context__
-        while cause is not None and not isinstance(cause, UserInputError):
-            cause = cause.__context__
+        cause = _user_error_behind(stop)
         if cause is not None:
             raise cause from None
         # The box: a top border with the title, the message (wrapped over rows), a rule, the help.
@@ -685,6 +720,15 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
             message.append(row)
         text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
         raise UsageError(f"{text} (`{command} --help` lists every option)") from None
+
+
+def _user_error_behind(error: BaseException) -> UserInputError | None:
+    """The `UserInputError` that `error` was raised while handling (its cause, or its context
+    unless that was suppressed with `raise ... from None`), followed back; None if there is none."""
+    behind: BaseException | None = error
+    while behind is not None and not isinstance(behind, UserInputError):
+        behind = behind.__cause__ or (None if behind.__suppress_context__ else behind.__context__)
+    return behind
 
 
 def _run_environment(flags: list[str], default: Any) -> EvalConfig:
@@ -741,8 +785,6 @@ def main(args: list[str] | None = None) -> None:
         for cls, run in COMMANDS.values():
             if isinstance(cfg, cls):
                 run(cfg)  # type: ignore[operator]
-    except RunAlreadyComplete as done:  # nothing to do is not a failure: status 0
-        print(f"sacglam: {done.one_line()}", file=sys.stderr)
     except UserInputError as error:
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -845,9 +845,10 @@ class TrainConfig:
         environment it names (`config_io.from_dict`): `algo: sac` gets the paper's SAC-GLAM
         settings (`SACConfig()`: no relabeling, uniform batches, its own entropy settings) and
         `algo: ppo` a value head, where the default run (SAC-GLAM+HER) has the paper's
-        SAC-GLAM+HER settings and a Q-critic; an environment other than Playground-Text gets the
-        goal set every environment has, `train`, for the simplified task's `simple-train`. The
-        command line's `--algo` and `--env.name` get the same (`cli.parse`)."""
+        SAC-GLAM+HER settings and a Q-critic; an environment other than Playground-Text is filled
+        in over `EnvConfig()` (the goal set every environment has, `train`, and `EnvConfig`'s own
+        `n_objects` and `max_steps`), not over the simplified task. The command line's `--algo` and
+        `--env.name` get the same (`cli.parse`)."""
         out: dict[str, Any] = {}
         algo = data.get("algo", cls.algo)
         if algo == "sac":
@@ -857,7 +858,9 @@ class TrainConfig:
         env = data.get("env")
         named = env.get("name", "playground-text") if isinstance(env, dict) else "playground-text"
         if named != "playground-text" and str(defaults["env"]["goals"]).startswith("simple-"):
-            out["env"] = defaults["env"] | {"goals": "train"}
+            out["env"] = (
+                EnvConfig()
+            )  # not the simplified task's 3 objects and 8 steps: BabyAI-Text and TextWorld read them
         return out
 
     @staticmethod

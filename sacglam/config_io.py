@@ -7,6 +7,7 @@ error names the file, the key path, what was wrong and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -79,8 +80,13 @@ def from_dict(cls: type[T], data: Any, where: str = "config", base: dict[str, An
 
 
 def field_values(instance: Any) -> dict[str, Any]:
-    """A dataclass instance's constructor arguments (shallow: nested configs stay instances)."""
-    return {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance) if f.init}
+    """A dataclass instance's constructor arguments: nested configs stay instances (frozen), a
+    mapping or list is copied (a config built from them must not share the default's)."""
+    return {
+        f.name: copy.deepcopy(value) if isinstance(value := getattr(instance, f.name), (dict, list)) else value
+        for f in dataclasses.fields(instance)
+        if f.init
+    }
 
 
 def _nested_defaults(

@@ -17,7 +17,7 @@ from typing import Literal
 from tqdm.auto import tqdm
 
 from sacglam.config import EnvConfig, TrainConfig
-from sacglam.progress import to_terminal
+from sacglam.progress import bar_interval, to_terminal
 from sacglam.types import EnvironmentPolicy, EpisodeResult, EpisodeSpec, Policy
 
 OVERALL = "all"
@@ -63,7 +63,7 @@ def run_episodes(
     slot_candidates: list[list[str]] = [[] for _ in envs]
     slot_steps = [0] * len(envs)
     pending = iter(range(len(specs)))
-    bar = tqdm(total=len(specs), desc=description, disable=not (progress and to_terminal()), leave=False)
+    bar = tqdm(total=len(specs), desc=description, disable=not progress, leave=False, **bar_interval())
 
     def load(slot: int) -> None:
         index = next(pending, None)

@@ -10,14 +10,16 @@ LOG_FILE_INTERVAL_S = 30.0  # seconds between a bar's updates when stderr is a f
 
 
 def to_terminal() -> bool:
-    """Whether stderr (where bars go) is a terminal: a log file gets no transient bars (an
-    evaluation's, which a terminal redraws in place and a file keeps as escape codes) and the
-    run's own bar at most every `LOG_FILE_INTERVAL_S`."""
-    return sys.stderr.isatty()
+    """Whether stderr (where bars go) is shown live: a terminal, or a notebook (whose bars are
+    widgets). A log file gets no transient bars (an evaluation's inside a run, which a terminal
+    redraws in place and a file keeps as escape codes) and other bars at most every
+    `LOG_FILE_INTERVAL_S`."""
+    return sys.stderr.isatty() or "ipykernel" in sys.modules
 
 
 def bar_interval() -> dict[str, float]:
-    """tqdm's `mininterval` for a run's bar: its default on a terminal, `LOG_FILE_INTERVAL_S` in a file."""
+    """tqdm's `mininterval` for a lasting bar (a run's, `sacglam evaluate`'s): its default when
+    shown live, `LOG_FILE_INTERVAL_S` in a file."""
     return {} if to_terminal() else {"mininterval": LOG_FILE_INTERVAL_S}
 
 

@@ -92,8 +92,7 @@ def before_and_after(run_dir: str | Path) -> str:
         f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']}{per})"
     ]
     lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
-    goals = (config.get("env") or {}).get("goals")
-    if episodes and goals and (flat := no_rise_line(evals[0], evals[-1], goals, episodes)) is not None:
+    if (flat := _no_rise(run_dir, evals)) is not None:
         lines.append(flat)
     return "\n".join(lines)
 
@@ -101,28 +100,48 @@ def before_and_after(run_dir: str | Path) -> str:
 NOISE_STANDARD_ERRORS = 2.0  # a rise within this many standard errors of the difference is not called learning
 
 
-def no_rise_line(before: dict, after: dict, goal_set: str, episodes: int) -> str | None:
-    """A line when no mode's success on the train goals (`goal_set`) rose by more than
-    `NOISE_STANDARD_ERRORS` standard errors of the difference of two evaluations of `episodes`
-    episodes each (binomial, pooled: sqrt(2 p(1 - p) / episodes) at the mean p of the two), after
-    the continuity correction of 1 / episodes (without it, 0 -> 4 successes in 64 would count as a
-    rise, which Fisher's exact test puts at p = 0.12); None when one did. A flat or falling
-    success is then what the run measured, not noise hiding a rise."""
-    keys = [k for k in after if k.startswith(f"eval/{goal_set}/") and k.endswith("/all") and k in before]
-    if not keys:
+def _noise(p: float, episodes: int) -> float:
+    """`NOISE_STANDARD_ERRORS` standard errors of the difference of two success rates near `p`,
+    each over `episodes` episodes (binomial, pooled: sqrt(2 p (1 - p) / episodes))."""
+    return NOISE_STANDARD_ERRORS * (2 * p * (1 - p) / episodes) ** 0.5
+
+
+def no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
+    """A line when no mode's success on the train goals (`goal_set`) rose, at any evaluation,
+    above the first (untrained) one by more than evaluation noise: `NOISE_STANDARD_ERRORS`
+    standard errors of the difference (`_noise` at the mean of the two), after the continuity
+    correction of 1 / episodes (without it, 0 -> 4 successes in 64 would count as a rise, which
+    Fisher's exact test puts at p = 0.12). None when one did, or when the first evaluation was
+    already within noise of success 1 (nothing left to learn). `evals` start with the evaluation
+    before training (`eval_at_start`)."""
+    first = evals[0]
+    keys = sorted(k for k in first if k.startswith(f"eval/{goal_set}/") and k.endswith("/all"))
+    if not keys or any(first[k] + _noise(first[k], episodes) >= 1 for k in keys):
         return None
     rises = []
-    for key in sorted(keys):
-        mean = (before[key] + after[key]) / 2
-        noise = NOISE_STANDARD_ERRORS * (2 * mean * (1 - mean) / episodes) ** 0.5
-        if after[key] - before[key] - 1 / episodes > noise:
+    for key in keys:
+        best = max((e for e in evals[1:] if key in e), key=lambda e: e[key], default=None)
+        if best is None:
             return None
-        rises.append(f"{key.split('/')[2]} {after[key] - before[key]:+.3f} (noise {noise:.3f})")
+        noise = _noise((first[key] + best[key]) / 2, episodes)
+        if best[key] - first[key] - 1 / episodes > noise:
+            return None
+        rises.append(f"{key.split('/')[2]} {best[key] - first[key]:+.3f} at best (noise {noise:.3f})")
     return (
         f"  no success on the train goals rose beyond evaluation noise ({', '.join(rises)}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
+
+
+def _no_rise(run_dir: Path, evals: list[dict]) -> str | None:
+    """`no_rise_line` for a run directory's evaluations, when its config says how many episodes
+    each had and that the first came before training."""
+    config = run_config(run_dir)
+    episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
+    if not episodes or not goals or not config.get("eval_at_start", True) or len(evals) < 2:
+        return None
+    return no_rise_line(evals, goals, episodes)
 
 
 def exploration_lines(records: list[dict]) -> list[str]:
@@ -167,9 +186,7 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
             f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
         ]
         lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
-        config = run_config(run_dir)
-        episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
-        if episodes and goals and (flat := no_rise_line(evals[0], evals[-1], goals, episodes)) is not None:
+        if (flat := _no_rise(run_dir, evals)) is not None:
             lines += [f"**{flat.strip()[0].upper()}{flat.strip()[1:]}.**", ""]
         keys = overall_keys(evals)
         lines += [

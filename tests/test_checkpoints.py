@@ -187,11 +187,24 @@ def test_the_store_remembers_verdicts_only_for_the_checkpoints_it_keeps(tmp_path
 
 def test_resuming_a_complete_run_changes_nothing_and_says_how_to_train_it_further(run_copy, capsys):
     """With status 0: a job script that resumes until the run is done ends there."""
+    (run_copy / "report.md").write_text("# the report `sacglam train` wrote at the end\n")
     metrics = (run_copy / "metrics.jsonl").read_bytes()
     main(["train", "--resume", str(run_copy), "--no-progress"])  # returns: no SystemExit(2)
+    assert (run_copy / "report.md").read_text() == "# the report `sacglam train` wrote at the end\n"
     message = capsys.readouterr().err
     assert "is complete: it ended at its budget, 256 env steps" in message and "larger --total-env-steps" in message
     assert (run_copy / "metrics.jsonl").read_bytes() == metrics  # no duplicated records
+
+
+def test_a_complete_run_stopped_before_its_final_files_gets_them_from_its_resume(run_copy, capsys):
+    """Killed between its final checkpoint and `learner.pt` (and the report): the resume, which
+    has nothing to train, writes them from that checkpoint and the metrics."""
+    (run_copy / "learner.pt").unlink()
+    main(["train", "--resume", str(run_copy), "--no-progress"])
+    final = run_copy / "checkpoints" / "step-000000256" / "learner.pt"
+    assert (run_copy / "learner.pt").read_bytes() == final.read_bytes()
+    assert "| success (all goal types) | before | after |" in (run_copy / "report.md").read_text()
+    assert "final files were not all written" in capsys.readouterr().out
 
 
 def test_only_the_final_checkpoint_of_a_run_that_reached_its_budget_counts_as_complete(tmp_path):

@@ -125,3 +125,11 @@ def test_a_ppo_config_written_before_the_lamorel_settings_resumes_as_it_started(
     assert (
         from_dict(TrainConfig, {"algo": "ppo", "agent": {"critic": "value"}}).ppo.advantage_normalization == "rollout"
     )
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_the_help_names_the_config_file_flag_the_parser_does_not_list(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse([command, "--help"])
+    assert stop.value.code == 0
+    assert "--config FILE.yaml: a run config" in capsys.readouterr().out

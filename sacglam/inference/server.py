@@ -4,6 +4,7 @@ calls it directly."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Sequence
 
@@ -31,6 +32,10 @@ class InferenceServer:
         self._forward = threading.Lock()  # one forward (and weight load) at a time across threads
         self.forwards = 0
         self.states_scored = 0
+        # Which life of the actor the counters are of: a restarted actor counts from 0 again, and
+        # the driver, which sums the lives (`InferenceTally`), must see the restart even when the
+        # new life has already counted past the old one's last reading.
+        self.life = float(random.getrandbits(52))
 
     def set_weights(self, version: int, state: dict[str, torch.Tensor]) -> int:
         """Stage `state` (from `GLAMAgent.trainable_state_dict`); an older version than the staged
@@ -85,6 +90,7 @@ class InferenceServer:
 
     def stats(self) -> dict[str, float]:
         return {
+            "inference/life": self.life,
             "inference/version": self.version,
             "inference/forwards": self.forwards,
             "inference/states_scored": self.states_scored,

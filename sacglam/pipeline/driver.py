@@ -74,23 +74,29 @@ class InferenceTally:
     """The inference counters of the whole run from those of the actor's current life.
 
     `Counters.inference_before` holds what earlier lives counted (a checkpoint saves it with the
-    current life's counts added, so a resumed run goes on from there); a counter that falls below
-    its last reading means the actor was restarted, and its last reading joins `inference_before`.
+    current life's counts added, so a resumed run goes on from there). A new life (the actor's
+    `inference/life` changed, or, without one, a counter fell below its last reading) means the
+    actor was restarted: the last readings of the one before join `inference_before` (what it
+    counted after them is lost with it).
     """
 
     def __init__(self, counters: Counters):
         self.c = counters
         self.seen: dict[str, float] = {}  # the current life's last readings
+        self.life: float | None = None
 
     def whole_run(self, stats: dict[str, float]) -> dict[str, float]:
         """`stats` with each cumulative counter counted from the run's start (and the mean batch
-        size recomputed from the totals)."""
+        size recomputed from the totals); `inference/life` is read, not passed on."""
         out = dict(stats)
+        life = out.pop("inference/life", None)
+        restarted = self.life is not None and life != self.life
+        self.life = life
         for key in INFERENCE_COUNTERS:
             if key not in stats:
                 continue
-            if stats[key] < self.seen.get(key, 0):
-                self.c.inference_before[key] = self.c.inference_before.get(key, 0) + self.seen[key]
+            if restarted or stats[key] < self.seen.get(key, 0):
+                self.c.inference_before[key] = self.c.inference_before.get(key, 0) + self.seen.get(key, 0)
             self.seen[key] = stats[key]
             out[key] = self.c.inference_before.get(key, 0) + stats[key]
         if "inference/forwards" in out and "inference/states_scored" in out:

@@ -46,8 +46,9 @@ def paper_settings_note(cfg: TrainConfig) -> str | None:
     return (
         f"note: {cfg.algo} at the paper's settings (batch {paper.batch_size}, learning rates {paper.actor_lr:g} and "
         f"{paper.critic_lr:g}), sized for a pretrained LLM on a GPU; the tiny model learns a new environment "
-        f"sooner on a CPU with --config tune_configs/runs/sanity_{cfg.algo.replace('-', '_')}.yaml "
-        "(docs/environments.md#what-the-first-run-tells-you)"
+        f"sooner on a CPU with tune_configs/runs/sanity_{cfg.algo.replace('-', '_')}.yaml's settings (--config it "
+        "with your --env.name, or copy its sac and agent blocks into your config; "
+        "docs/environments.md#what-the-first-run-tells-you)"
     )
 
 
