@@ -161,11 +161,11 @@ def test_inference_counters_count_from_the_runs_start_across_actor_restarts_and_
     assert (first["inference/forwards"], first["inference/states_scored"]) == (13, 133)
 
     # An actor that says which life its counters are of: a restart is seen even when the new life
-    # has counted past the last reading of the one before (7 > 4), and the life is not logged.
+    # has counted past the last reading of the one before (7 > 4).
     tally = InferenceTally(Counters())
-    assert tally.whole_run({"inference/life": 1.0, "inference/forwards": 4})["inference/forwards"] == 4
-    after = tally.whole_run({"inference/life": 2.0, "inference/forwards": 7})
-    assert after == {"inference/forwards": 11}
+    assert tally.whole_run({"inference/forwards": 4}, life=1.0)["inference/forwards"] == 4
+    assert tally.whole_run({"inference/forwards": 7}, life=2.0) == {"inference/forwards": 11}
+    assert tally.whole_run({"inference/forwards": 9}, life=2.0) == {"inference/forwards": 13}  # the same life
 
 
 def test_weights_are_staged_then_applied_before_the_next_forward_and_old_versions_are_ignored():

@@ -35,5 +35,8 @@ class InferenceActor:
     async def stats(self) -> dict[str, float]:
         return self.server.stats() | {"inference/batches": self.batcher.batches}
 
+    async def life_and_stats(self) -> tuple[float, dict[str, float]]:
+        return self.server.life, await self.stats()
+
     async def ping(self) -> bool:
         return True

@@ -88,9 +88,12 @@ class InferenceServer:
                 scores = self.agent.candidate_scores(self.agent.encode(prompts, [[goal] for goal in goals]))
         return scores.prompt_features.float().cpu().numpy()
 
+    def life_and_stats(self) -> tuple[float, dict[str, float]]:
+        """(which life of the actor its counters are of, `stats()`)."""
+        return self.life, self.stats()
+
     def stats(self) -> dict[str, float]:
         return {
-            "inference/life": self.life,
             "inference/version": self.version,
             "inference/forwards": self.forwards,
             "inference/states_scored": self.states_scored,

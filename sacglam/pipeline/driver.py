@@ -75,7 +75,7 @@ class InferenceTally:
 
     `Counters.inference_before` holds what earlier lives counted (a checkpoint saves it with the
     current life's counts added, so a resumed run goes on from there). A new life (the actor's
-    `inference/life` changed, or, without one, a counter fell below its last reading) means the
+    life token changed, or, without one, a counter fell below its last reading) means the
     actor was restarted: the last readings of the one before join `inference_before` (what it
     counted after them is lost with it).
     """
@@ -85,11 +85,10 @@ class InferenceTally:
         self.seen: dict[str, float] = {}  # the current life's last readings
         self.life: float | None = None
 
-    def whole_run(self, stats: dict[str, float]) -> dict[str, float]:
-        """`stats` with each cumulative counter counted from the run's start (and the mean batch
-        size recomputed from the totals); `inference/life` is read, not passed on."""
+    def whole_run(self, stats: dict[str, float], life: float | None = None) -> dict[str, float]:
+        """`stats` of the actor's life `life` (None: unknown), each cumulative counter counted from
+        the run's start (and the mean batch size recomputed from the totals)."""
         out = dict(stats)
-        life = out.pop("inference/life", None)
         restarted = self.life is not None and life != self.life
         self.life = life
         for key in INFERENCE_COUNTERS:
@@ -471,7 +470,8 @@ class PipelineDriver:
     def _inference_stats(self) -> dict[str, float]:
         """The first inference actor's counters, counted from the start of the run."""
         for inference in self.parts.inference[:1]:
-            return self.inference_tally.whole_run(resolve(inference.call(InferenceServer.stats)))
+            life, stats = resolve(inference.call(InferenceServer.life_and_stats))
+            return self.inference_tally.whole_run(stats, life)
         return {}
 
     def checkpoint(self) -> StoragePath:
