@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from sacglam.cli import parse
-from sacglam.config import TrainConfig
+from sacglam.config import EnvConfig, TrainConfig
 from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 
 # Run configs; the experiment grids of tune_configs/experiments/ are tested in test_tune.py.
@@ -54,7 +54,13 @@ def test_a_nested_block_keeps_the_run_defaults_the_help_shows_for_what_it_leaves
 
 @pytest.mark.parametrize(
     "algo, flags",
-    [("sac", []), ("ppo", []), ("sac-her", []), ("sac", ["--env.name", "sacglam.envs.sanity:SayWord"])],
+    [
+        ("sac", []),
+        ("ppo", []),
+        ("sac-her", []),
+        ("sac", ["--env.name", "sacglam.envs.sanity:SayWord"]),
+        ("sac-her", ["--env.name", "babyai-text"]),
+    ],
 )
 def test_a_method_or_environment_named_in_a_file_or_by_flags_gets_the_same_defaults(tmp_path, algo, flags):
     """`algo: sac` gets the paper's SAC-GLAM settings (no relabeling) and `algo: ppo` a value head,
@@ -69,6 +75,8 @@ def test_a_method_or_environment_named_in_a_file_or_by_flags_gets_the_same_defau
     assert from_file.sac.her == (algo == "sac-her") or algo == "ppo"
     assert from_file.agent.critic == ("value" if algo == "ppo" else "action")
     assert from_file.env.goals == ("train" if flags else "simple-train")
+    if flags:  # BabyAI-Text reads these: EnvConfig's own, not the simplified Playground task's 3 and 8
+        assert (from_file.env.n_objects, from_file.env.max_steps) == (EnvConfig().n_objects, EnvConfig().max_steps)
 
 
 @pytest.mark.parametrize(
