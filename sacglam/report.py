@@ -92,8 +92,8 @@ def before_and_after(run_dir: str | Path) -> str:
         f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']}{per})"
     ]
     lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
-    if (flat := _no_rise(run_dir, evals)) is not None:
-        lines.append(flat)
+    if (flat := _no_rise(config, evals)) is not None:
+        lines.append(f"  {flat}")
     return "\n".join(lines)
 
 
@@ -128,16 +128,15 @@ def no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
             return None
         rises.append(f"{key.split('/')[2]} {best[key] - first[key]:+.3f} at best (noise {noise:.3f})")
     return (
-        f"  no success on the train goals rose beyond evaluation noise ({', '.join(rises)}; "
+        f"no success on the train goals rose beyond evaluation noise ({', '.join(rises)}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
 
 
-def _no_rise(run_dir: Path, evals: list[dict]) -> str | None:
-    """`no_rise_line` for a run directory's evaluations, when its config says how many episodes
-    each had and that the first came before training."""
-    config = run_config(run_dir)
+def _no_rise(config: dict, evals: list[dict]) -> str | None:
+    """`no_rise_line` for a run's evaluations, when its config (`run_config`) says how many
+    episodes each had and that the first came before training."""
     episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
     if not episodes or not goals or not config.get("eval_at_start", True) or len(evals) < 2:
         return None
@@ -186,8 +185,8 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
             f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
         ]
         lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
-        if (flat := _no_rise(run_dir, evals)) is not None:
-            lines += [f"**{flat.strip()[0].upper()}{flat.strip()[1:]}.**", ""]
+        if (flat := _no_rise(run_config(run_dir), evals)) is not None:
+            lines += [f"**{flat[0].upper()}{flat[1:]}.**", ""]
         keys = overall_keys(evals)
         lines += [
             "Learning curve (success, all goal types):",
