@@ -92,8 +92,7 @@ def before_and_after(run_dir: str | Path) -> str:
         f"(env steps {evals[0]['env_steps']} -> {evals[-1]['env_steps']}{per})"
     ]
     lines += [f"  {k.removeprefix('eval/'):<36} {evals[0][k]:.3f} -> {evals[-1][k]:.3f}" for k in overall_keys(evals)]
-    if (flat := _no_rise(config, evals)) is not None:
-        lines.append(f"  {flat}")
+    lines += [f"  {flat}" for flat in _no_rise_lines(config, evals)]
     return "\n".join(lines)
 
 
@@ -106,41 +105,71 @@ def _noise(p: float, episodes: int) -> float:
     return NOISE_STANDARD_ERRORS * (2 * p * (1 - p) / episodes) ** 0.5
 
 
-def no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
-    """A line when no mode's success on the train goals (`goal_set`) rose, at any evaluation,
-    above the first (untrained) one by more than evaluation noise: `NOISE_STANDARD_ERRORS`
-    standard errors of the difference (`_noise` at the mean of the two), after the continuity
-    correction of 1 / episodes (without it, 0 -> 4 successes in 64 would count as a rise, which
-    Fisher's exact test puts at p = 0.12). None when one did, or when the first evaluation was
-    already within noise of success 1 (nothing left to learn). `evals` start with the evaluation
-    before training (`eval_at_start`)."""
+def _rise(evals: list[dict], goal_set: str, episodes: int) -> tuple[bool, list[str]] | None:
+    """Whether any mode's success on `goal_set` rose, at any evaluation, above the first
+    (untrained) one by more than evaluation noise: `NOISE_STANDARD_ERRORS` standard errors of the
+    difference (`_noise` at the mean of the two), after the continuity correction of 1 / episodes
+    (without it, 0 -> 4 successes in 64 would count as a rise, which Fisher's exact test puts at
+    p = 0.12); with, per mode, its best rise and the noise it was held against ("greedy +0.062 at
+    best (noise 0.094)"). None when it cannot be said: the goal set is not in the first
+    evaluation, a mode has no later one, or the first was already within noise of success 1
+    (nothing left to learn). `evals` start with the evaluation before training (`eval_at_start`)."""
     first = evals[0]
     keys = sorted(k for k in first if k.startswith(f"eval/{goal_set}/") and k.endswith("/all"))
     if not keys or any(first[k] + _noise(first[k], episodes) >= 1 for k in keys):
         return None
-    rises = []
+    rose, rises = False, []
     for key in keys:
         best = max((e for e in evals[1:] if key in e), key=lambda e: e[key], default=None)
         if best is None:
             return None
         noise = _noise((first[key] + best[key]) / 2, episodes)
-        if best[key] - first[key] - 1 / episodes > noise:
-            return None
+        rose = rose or best[key] - first[key] - 1 / episodes > noise
         rises.append(f"{key.split('/')[2]} {best[key] - first[key]:+.3f} at best (noise {noise:.3f})")
+    return rose, rises
+
+
+def no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
+    """A line when no mode's success on the train goals (`goal_set`) rose beyond evaluation noise
+    (`_rise`); None when one did, or when it cannot be said."""
+    measured = _rise(evals, goal_set, episodes)
+    if measured is None or measured[0]:
+        return None
     return (
-        f"no success on the train goals rose beyond evaluation noise ({', '.join(rises)}; "
+        f"no success on the train goals rose beyond evaluation noise ({', '.join(measured[1])}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
 
 
-def _no_rise(config: dict, evals: list[dict]) -> str | None:
-    """`no_rise_line` for a run's evaluations, when its config (`run_config`) says how many
-    episodes each had and that the first came before training."""
+def held_out_no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
+    """A line when success on the train goals (`goal_set`) rose beyond evaluation noise but, on a
+    goal set the run evaluated besides (its held-out goals), no mode's did (`_rise`): the agent
+    learned the goals it trained on and not the task. None otherwise, or when it cannot be said."""
+    train = _rise(evals, goal_set, episodes)
+    if train is None or not train[0]:
+        return None
+    others = sorted({k.split("/")[1] for k in evals[0] if k.startswith("eval/") and k.endswith("/all")} - {goal_set})
+    flat = {name: measured for name in others if (measured := _rise(evals, name, episodes)) and not measured[0]}
+    if not flat:
+        return None
+    held = "; ".join(f"{name}: {', '.join(measured[1])}" for name, measured in flat.items())
+    return (
+        f"success on the train goals rose, but none on the held-out goals rose beyond evaluation noise ({held}; "
+        f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent learned its training goals, "
+        "not the task; docs/environments.md#what-the-first-run-tells-you says what to try"
+    )
+
+
+def _no_rise_lines(config: dict, evals: list[dict]) -> list[str]:
+    """`no_rise_line` and `held_out_no_rise_line` for a run's evaluations (those that apply), when
+    its config (`run_config`) says how many episodes each had and that the first came before
+    training."""
     episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
     if not episodes or not goals or not config.get("eval_at_start", True) or len(evals) < 2:
-        return None
-    return no_rise_line(evals, goals, episodes)
+        return []
+    lines = (no_rise_line(evals, goals, episodes), held_out_no_rise_line(evals, goals, episodes))
+    return [line for line in lines if line is not None]
 
 
 def exploration_lines(records: list[dict]) -> list[str]:
@@ -185,7 +214,7 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
             f"| {k.removeprefix('eval/')} | {evals[0][k]:.3f} | {evals[-1][k]:.3f} |" for k in overall_keys(evals)
         ]
         lines += ["", f"before: env step {evals[0]['env_steps']}; after: env step {evals[-1]['env_steps']}", ""]
-        if (flat := _no_rise(run_config(run_dir), evals)) is not None:
+        for flat in _no_rise_lines(run_config(run_dir), evals):
             lines += [f"**{flat[0].upper()}{flat[1:]}.**", ""]
         keys = overall_keys(evals)
         lines += [
