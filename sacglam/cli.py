@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import tyro
 
-from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig, env_settings_read_by
-from sacglam.config_io import from_dict, load_yaml_config
+from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig, env_settings_read, env_settings_read_by
+from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError, user_error_in_remote_text
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
@@ -176,6 +176,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         policies = cfg.policies or tuple(
             p for p in ("expert", "random") if p != "expert" or train_env.spec().has_expert
         )
+        used = report["config"]["policies"]  # the ones that ran: none asked for means the defaults
+        used += [p for p in policies if p not in used]
         agent_cfg = cfg.agent
         wants_llm = any(p.startswith("llm-") for p in policies)
         if (
@@ -205,7 +207,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
                         "variant": variant,
                         "goal_set": env_cfg.goals,
                         "policy": name,
-                        "env": vars(env_cfg),
+                        "env": env_settings_read(vars(env_cfg)),  # what it read, not settings it never received
                         "success_by_goal_type": rows[label],
                         "mean_steps": sum(r.steps for r in results) / len(results),
                         "seconds": seconds,
@@ -519,7 +521,10 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         # model's and environment's defaults are worked out once, for the final ones (`_resolve_again`)
         from_file = named_by_flags
         placeholder = {**named_by_flags, "agent": {"tiny_vocabulary": [_UNRESOLVED]}}
-        default = from_dict(TrainConfig, placeholder, where="the command line")
+        try:
+            default = from_dict(TrainConfig, placeholder, where=_FLAGS)
+        except ConfigError as error:
+            raise ConfigError(_without_location(str(error))) from error
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
@@ -689,6 +694,18 @@ def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]
     )
 
 
+_FLAGS = "the command line"  # where a config built from flags alone comes from, for `_without_location`
+
+
+def _without_location(message: str) -> str:
+    """A config error about flags, without the location a config file's error gives ("<file>:env:
+    ..."): the user typed the flag, and a message that names the setting (`env.name 'x': ...`)
+    says the rest; one that does not keeps its block (`env: ...`)."""
+    rest = message.removeprefix(f"{_FLAGS}:").removeprefix(f"{_FLAGS}").lstrip(": ")
+    block, sep, text = rest.partition(": ")
+    return text if sep and text.startswith(f"{block}.") else rest
+
+
 _BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders
 
 
@@ -713,13 +730,36 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
             raise cause from None
         # The box: a top border with the title, the message (wrapped over rows), a rule, the help.
         rows = [_BOX.sub("", line).strip() for line in captured.getvalue().splitlines()[1:]]
-        message = []
+        message: list[str] = []
         for row in rows:
-            if set(row) <= set("─ ") and row:
-                break
+            if _is_rule(row):
+                if message:
+                    break
+                continue  # the rule under the title, where the box is drawn without borders (no terminal)
             message.append(row)
         text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
-        raise UsageError(f"{text} (`{command} --help` lists every option)") from None
+        close = _suggested_flags(rows)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"{text}{hint} (`{command} --help` lists every option)") from None
+
+
+def _is_rule(row: str) -> bool:
+    """A horizontal rule of tyro's box: drawn with box characters on a terminal, dashes elsewhere."""
+    return bool(row) and set(row) <= set("─━- ")
+
+
+def _suggested_flags(rows: list[str]) -> list[str]:
+    """The flags tyro's box suggests for a misspelt one (its "Perhaps you meant:" section: a flag
+    and its metavar per row, each followed by its help), at most three."""
+    if "Perhaps you meant:" not in rows:
+        return []
+    flags = []
+    for row in rows[rows.index("Perhaps you meant:") + 1 :]:
+        if _is_rule(row):
+            break
+        if row.startswith("--"):
+            flags.append(row.split()[0])
+    return flags[:3]
 
 
 def _user_error_behind(error: BaseException) -> UserInputError | None:
@@ -786,6 +826,8 @@ def main(args: list[str] | None = None) -> None:
             if isinstance(cfg, cls):
                 run(cfg)  # type: ignore[operator]
     except UserInputError as error:
+        _close_progress_bars()
+        _leave_ray()
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None
     except Exception as error:
@@ -795,8 +837,29 @@ def main(args: list[str] | None = None) -> None:
         message = user_error_in_remote_text(str(error))  # e.g. an actor that died in its constructor
         if message is None:
             raise
+        _close_progress_bars()
+        _leave_ray()
         print(f"sacglam: {message}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def _leave_ray() -> None:
+    """Leave (or stop) the Ray session a failed run started, before its error line is printed: an
+    actor that died of the error wrote its own traceback, which Ray streams to this terminal a
+    moment later, after the line, burying it; leaving stops the stream, and the actor's log keeps
+    the traceback (/tmp/ray/session_latest/logs)."""
+    ray = sys.modules.get("ray")  # only a run that used Ray has imported it
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars an error left open (an evaluation's, a run's), so that its message
+    starts a line of its own instead of following the bar's last figures (a bar that disappears
+    when done clears its line; one that stays ends it)."""
+    bars = sys.modules.get("tqdm.std")  # imported by whatever showed a bar
+    for bar in list(getattr(getattr(bars, "tqdm", None), "_instances", ())):
+        bar.close()
 
 
 if __name__ == "__main__":

@@ -54,6 +54,14 @@ BAD_INPUTS = {
         "split evenly over pipeline.rollout_workers=2",
     ),
     "train: unknown flag": (["train", "--nope", "3"], "Unrecognized options: --nope"),
+    "train: a misspelt flag gets the flag it resembles": (
+        ["train", "--sac.batch-sise", "64"],
+        "Unrecognized options: --sac.batch-sise, 64; did you mean --sac.batch-size?",
+    ),
+    "train: a misspelt environment module, named by flags alone": (
+        ["train", "--env.name", "no_such_module:Kitchen", "--output-dir", "{tmp}/run"],
+        "sacglam: env.name 'no_such_module:Kitchen': cannot import module 'no_such_module'",
+    ),
     "train: a mapping on the command line": (
         ["train", "--env.name", "sacglam.envs.sanity:SayWord", "--env.kwargs", '{"max_steps": 2}'],
         "--env.kwargs is a mapping, set in a run config",
@@ -149,6 +157,7 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     message = [line for line in err if line.startswith("sacglam: ")]
     assert len(message) == 1 and expected in message[0], err
     assert not any("Traceback" in line for line in err)
+    assert "---" not in message[0] and "─" not in message[0]  # a box's rules, drawn in dashes off a terminal
     assert not (tmp_path / "run").exists()
     if "environment" in case:  # not a setting the parser could not read: no parser wording, no `--help`
         assert "Error parsing" not in message[0] and "--help" not in message[0], message[0]
@@ -198,3 +207,51 @@ def test_an_env_flag_the_environment_never_reads_is_refused(args, expected, caps
     with pytest.raises(SystemExit) as stop:
         main(args)
     assert stop.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_an_error_that_stops_a_progress_bar_starts_a_line_of_its_own(monkeypatch, capsys):
+    """`sacglam evaluate` on an environment that breaks mid-evaluation: its bar was open, and the
+    message followed the bar's figures on the same line."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    import sacglam.cli
+    from sacglam.errors import UserInputError
+
+    def parse_then_fail(args):
+        bar = tqdm(total=10, desc="evaluating", leave=False, file=sys.stderr, mininterval=0)
+        bar.update(3)
+        raise UserInputError("MyEnv, episode 4: step('Wait') raised RuntimeError")
+
+    monkeypatch.setattr(sacglam.cli, "parse", parse_then_fail)
+    with pytest.raises(SystemExit):
+        main(["evaluate"])
+    err = capsys.readouterr().err
+    assert "3/10" in err  # the bar was drawn
+    before = err[: err.index("sacglam: MyEnv, episode 4")]
+    assert before == "" or before[-1] in "\r\n"
+    assert before.rstrip("\r\n").rsplit("\r", 1)[-1].strip() == ""  # what the line shows before it: nothing
+
+
+def test_a_run_that_failed_through_ray_leaves_ray_before_its_line(monkeypatch, capsys):
+    """An actor that died of a user's error wrote its own traceback, which Ray streams to the
+    terminal after the one line unless the session is left first."""
+    import sys
+    import types
+
+    import sacglam.cli
+    from sacglam.errors import UserInputError
+
+    events = []
+    fake_ray = types.SimpleNamespace(is_initialized=lambda: True, shutdown=lambda: events.append("shutdown"))
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+
+    def fail(args):
+        raise UserInputError("MyEnv, episode 2: step('Look around') raised RuntimeError")
+
+    monkeypatch.setattr(sacglam.cli, "parse", fail)
+    monkeypatch.setattr(sys.stderr, "write", lambda text, _w=sys.stderr.write: events.append(text) or _w(text))
+    with pytest.raises(SystemExit):
+        main(["train"])
+    assert events[0] == "shutdown" and any("sacglam: MyEnv, episode 2" in e for e in events[1:])

@@ -110,8 +110,11 @@ def test_evaluate_takes_any_protocol_environment_and_a_run_configs_environment(t
     out = tmp_path / "lamps.json"
     done = run_cli("evaluate", "--env.name", LAMPS, "--episodes", "16", "--output", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
-    results = json.loads(out.read_text())["results"]
+    report = json.loads(out.read_text())
+    results = report["results"]
     assert [(r["variant"], r["goal_set"], r["policy"]) for r in results] == [(LAMPS, "train", "random")]  # no expert
+    assert report["config"]["policies"] == ["random"]  # the ones that ran, none having been asked for
+    assert results[0]["env"] == {"name": LAMPS, "goals": "train"}  # not Playground's settings it never received
     assert 0.0 < results[0]["success_by_goal_type"]["all"]["success"] < 1.0
 
     sanity = tmp_path / "corridor.json"

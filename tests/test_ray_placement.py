@@ -2,6 +2,8 @@
 bundles, a cluster that lacks one named in one line, and no --address meaning a Ray of the run's
 own (never the cluster last started on the machine)."""
 
+from dataclasses import replace
+
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -64,3 +66,44 @@ def test_no_address_starts_a_ray_of_the_runs_own_unless_a_job_names_its_cluster(
     ray_cluster.connect(None)
     ray_cluster.connect("auto")
     assert asked == [expected, "auto"]
+
+
+def test_a_cpu_shortage_names_the_command_line_settings_to_lower():
+    """The README's `--runner ray` PPO config asks for 4 whole CPUs; on a cluster of 2 the error
+    names the settings a user types (`rollout-storage` is the replay actor's place), and a GPU
+    shortage names only the roles that ask for GPUs."""
+    ppo = TrainConfig(agent=replace(TrainConfig().agent, critic="value"), algo="ppo", runner="ray", num_envs=4)
+    with pytest.raises(ClusterTooSmallError) as error:
+        check_fits(plan(ppo, {"CPU": 2}), {"CPU": 2})
+    message = str(error.value)
+    assert "4 CPU (the cluster has 2)" in message and "rollout-storage: 1 CPU" in message
+    for flag in ("worker-cpus", "replay-cpus", "inference-cpus", "learner-cpus"):
+        assert f"--pipeline.resources.{flag}" in message
+    assert "-gpus" not in message
+    with pytest.raises(ClusterTooSmallError) as error:
+        check_fits(plan(_cfg(learner_gpus=1.0), {"CPU": 8}), {"CPU": 8})
+    assert "--pipeline.resources.learner-gpus" in str(error.value)
+    assert "-cpus" not in str(error.value) and "inference-gpus" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "asked, detected, counted", [(4, 2, 4), (2.5, 2, 3), (2, 2, None), (1.75, 2, None), (4, 16, None)]
+)
+def test_a_local_ray_counts_at_least_the_cpus_the_actors_ask_for(asked, detected, counted):
+    assert ray_cluster.local_cpus(asked, detected) == counted
+
+
+def test_a_run_asking_more_cpus_than_the_machine_has_starts_its_local_ray_with_them_and_says_so(monkeypatch, capsys):
+    """A 2-core laptop runs a config written for whole-CPU actors as it is (the actors share the
+    cores); a cluster joined with --address is taken as it is."""
+    options = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: options.append(kwargs))
+    monkeypatch.setattr(ray_cluster, "_detected_cpus", lambda: 2)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray_cluster.connect(None, cpus_asked=4.0)
+    ray_cluster.connect(None, cpus_asked=1.5)
+    ray_cluster.connect("auto", cpus_asked=4.0)
+    assert [o.get("num_cpus") for o in options] == [4, None, None]
+    printed = capsys.readouterr().out
+    assert printed.count("note:") == 1 and "ask for 4 CPUs and this machine has 2: its local Ray counts 4" in printed

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import uuid
 from dataclasses import dataclass
@@ -58,12 +59,35 @@ class Bundle:
         return out | dict(self.custom)
 
 
-def connect(address: str | None) -> str | None:
-    """Join or start Ray; returns the dashboard URL (None when there is no dashboard)."""
+def local_cpus(asked: float, detected: int) -> int | None:
+    """The logical CPUs a local Ray of the run's own is started with: None (Ray's own count, the
+    machine's `detected` cores) when the run's actors fit in them, else the CPUs they ask for,
+    rounded up, so that they share the cores. A laptop with 2 cores runs a config written for
+    whole-CPU actors (4 or more) as it is: its actors' threads follow their CPUs
+    (`ResourcesConfig`), one each, and take turns on the cores."""
+    needed = math.ceil(asked - 1e-9)
+    return needed if needed > detected else None
+
+
+def _detected_cpus() -> int:
+    """The CPUs a local Ray would count on this machine (its own count, which reads cgroup limits)."""
+    try:
+        from ray._private.utils import get_num_cpus
+
+        return int(get_num_cpus())
+    except Exception:  # a private helper of Ray's: the cores this process may run on
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
+    """Join or start Ray; returns the dashboard URL (None when there is no dashboard).
+    `cpus_asked`: the CPUs the run's actors ask for, which a local Ray of the run's own counts
+    at least (`local_cpus`); a cluster joined is taken as it is."""
     import ray
 
     context: Any
     if not ray.is_initialized():
+        options: dict[str, Any] = {}
         if address is None and not os.environ.get("RAY_ADDRESS"):
             # Left to itself, Ray joins the cluster last started on this machine (its address is
             # kept in /tmp/ray/ray_current_cluster), even one that belongs to another user's run
@@ -76,9 +100,21 @@ def connect(address: str | None) -> str | None:
                     f"sacglam: note: a Ray cluster runs on this machine ({running}); this run starts its own. "
                     "Pass --address auto to run on that one instead"
                 )
+            detected = _detected_cpus()
+            if cpus_asked is not None and (counted := local_cpus(cpus_asked, detected)) is not None:
+                options["num_cpus"] = counted
+                print(
+                    f"sacglam: note: the run's actors ask for {cpus_asked:g} CPUs and this machine has {detected}: "
+                    f"its local Ray counts {counted}, so the actors share the cores (fractions in "
+                    "pipeline.resources.*_cpus say how to share them: docs/pipeline.md#resources)"
+                )
         try:
             context = ray.init(
-                address=address, log_to_driver=True, configure_logging=True, logging_level=logging.WARNING
+                address=address,
+                log_to_driver=True,
+                configure_logging=True,
+                logging_level=logging.WARNING,
+                **options,
             )
         except ConnectionError as error:
             raise ClusterUnreachableError(
@@ -142,12 +178,38 @@ def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
     short = {k: v for k, v in asked.items() if v > cluster.get(k, 0.0) + 1e-9}
     if short:
         detail = ", ".join(f"{v:g} {k} (the cluster has {cluster.get(k, 0):g})" for k, v in short.items())
+        flags = _flags_to_lower(bundles, set(short))
         raise ClusterTooSmallError(
             f"the run asks for {detail}: {len(bundles)} actors "
             f"({', '.join(f'{b.role}: {b.cpus:g} CPU {b.gpus:g} GPU' for b in bundles)}). "
-            "Lower pipeline.resources.* (fractions are allowed) or the actor counts, or join a bigger "
-            "cluster with --address."
+            f"Lower {', '.join(flags) or 'pipeline.resources.*'} (fractions are allowed; in a config, "
+            "pipeline.resources.*) or the actor counts, or join a bigger cluster with --address."
         )
+
+
+# The command-line name of each role's resources: --pipeline.resources.<name>-cpus (and -gpus).
+_FLAG_NAMES = {
+    "rollout-worker": "worker",
+    "replay": "replay",
+    "rollout-storage": "replay",  # PPO's rollout storage sits where SAC's replay actor does
+    "inference": "inference",
+    "learner": "learner",
+    "goal-sampler": "goal-sampler",
+}
+
+
+def _flags_to_lower(bundles: list[Bundle], short: set[str]) -> list[str]:
+    """The command-line settings that ask for the resources a cluster is short of: each role's
+    CPUs when CPUs are short, the GPUs of the roles that ask for any when GPUs are (custom
+    resources are set in config files only)."""
+    flags = set()
+    for bundle in bundles:
+        name = _FLAG_NAMES[bundle.role.rsplit("-", 1)[0] if bundle.role[-1].isdigit() else bundle.role]
+        if "CPU" in short:
+            flags.add(f"--pipeline.resources.{name}-cpus")
+        if "GPU" in short and bundle.gpus > 0:
+            flags.add(f"--pipeline.resources.{name}-gpus")
+    return sorted(flags)
 
 
 def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
@@ -160,7 +222,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
     from sacglam.pipeline.dashboard import RayDashboardMetrics
     from sacglam.rollout_workers.service import RolloutService
 
-    url = connect(cfg.address)
+    url = connect(cfg.address, cpus_asked=sum(b.cpus for b in plan(cfg, {})))
     cluster = ray.cluster_resources()
     bundles = plan(cfg, cluster)
     # Inside a Ray Tune trial, the trial's placement group already holds one bundle per actor
