@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import inspect
 import io
 import json
+import os
 import re
 import sys
 import time
 import types
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -176,8 +178,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         policies = cfg.policies or tuple(
             p for p in ("expert", "random") if p != "expert" or train_env.spec().has_expert
         )
-        used = report["config"]["policies"]  # the ones that ran: none asked for means the defaults
-        used += [p for p in policies if p not in used]
+        ran = report.setdefault("policies_run", [])  # "config" keeps what was asked for (none: the defaults)
+        ran += [p for p in policies if p not in ran]
         agent_cfg = cfg.agent
         wants_llm = any(p.startswith("llm-") for p in policies)
         if (
@@ -713,8 +715,10 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
     """Run a tyro parser; its rejection of a flag (a box of several lines on stderr) becomes one
     `UsageError` line: the box's message, then where the help is. Help and success pass through."""
     captured = io.StringIO()
+    asks_help = any(a in ("-h", "--help") for a in kwargs.get("args") or ())
     try:
-        with contextlib.redirect_stderr(captured):
+        # unless help was asked for, the box is read here, not shown: drawn wide, no flag in it wraps
+        with contextlib.redirect_stderr(captured), _columns(None if asks_help else 1000):
             parsed = cli(*args, **kwargs)
         sys.stderr.write(captured.getvalue())  # warnings of a successful parse still reach the user
         return parsed
@@ -738,7 +742,7 @@ def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwa
                 continue  # the rule under the title, where the box is drawn without borders (no terminal)
             message.append(row)
         text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
-        close = _suggested_flags(rows)
+        close = _suggested_flags(rows, text)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         raise UsageError(f"{text}{hint} (`{command} --help` lists every option)") from None
 
@@ -748,18 +752,39 @@ def _is_rule(row: str) -> bool:
     return bool(row) and set(row) <= set("─━- ")
 
 
-def _suggested_flags(rows: list[str]) -> list[str]:
-    """The flags tyro's box suggests for a misspelt one (its "Perhaps you meant:" section: a flag
-    and its metavar per row, each followed by its help), at most three."""
+def _suggested_flags(rows: list[str], message: str) -> list[str]:
+    """The flags tyro's box suggests (its "Perhaps you meant:" section: rows of a flag, or a flag
+    and its negation, with its metavar, each followed by its help) for the first unrecognised one
+    in `message`, closest first, at most two."""
     if "Perhaps you meant:" not in rows:
         return []
-    flags = []
+    offered = []
     for row in rows[rows.index("Perhaps you meant:") + 1 :]:
         if _is_rule(row):
             break
-        if row.startswith("--"):
-            flags.append(row.split()[0])
-    return flags[:3]
+        if row.startswith("-"):  # a flag's row ("--progress, --no-progress"), not its help
+            offered += [flag for flag in re.findall(r"--[\w.-]+", row) if flag not in offered]
+    unknown = re.search(r"Unrecognized options: (--[\w.-]+)", message)
+    if unknown is None:
+        return offered[:2]
+    return difflib.get_close_matches(unknown.group(1), offered, n=2, cutoff=0.0)
+
+
+@contextlib.contextmanager
+def _columns(width: int | None) -> Iterator[None]:
+    """`COLUMNS` set to `width` (the width tyro draws its boxes at) for the block; None: as it is."""
+    if width is None:
+        yield
+        return
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = before
 
 
 def _user_error_behind(error: BaseException) -> UserInputError | None:
@@ -849,8 +874,9 @@ def _leave_ray() -> None:
     moment later, after the line, burying it; leaving stops the stream, and the actor's log keeps
     the traceback (/tmp/ray/session_latest/logs)."""
     ray = sys.modules.get("ray")  # only a run that used Ray has imported it
-    if ray is not None and ray.is_initialized():
-        ray.shutdown()
+    with contextlib.suppress(Exception):  # the error line matters more than a clean exit of Ray
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
 
 
 def _close_progress_bars() -> None:

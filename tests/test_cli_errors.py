@@ -58,6 +58,10 @@ BAD_INPUTS = {
         ["train", "--sac.batch-sise", "64"],
         "Unrecognized options: --sac.batch-sise, 64; did you mean --sac.batch-size?",
     ),
+    "train: a misspelt switch gets the switch, then its negation": (
+        ["train", "--no-progres"],
+        "Unrecognized options: --no-progres; did you mean --no-progress or --progress?",
+    ),
     "train: a misspelt environment module, named by flags alone": (
         ["train", "--env.name", "no_such_module:Kitchen", "--output-dir", "{tmp}/run"],
         "sacglam: env.name 'no_such_module:Kitchen': cannot import module 'no_such_module'",
@@ -254,4 +258,32 @@ def test_a_run_that_failed_through_ray_leaves_ray_before_its_line(monkeypatch, c
     monkeypatch.setattr(sys.stderr, "write", lambda text, _w=sys.stderr.write: events.append(text) or _w(text))
     with pytest.raises(SystemExit):
         main(["train"])
-    assert events[0] == "shutdown" and any("sacglam: MyEnv, episode 2" in e for e in events[1:])
+    said = [e for e in events if e == "shutdown" or e.startswith("sacglam: ")]
+    assert said[0] == "shutdown" and said[1].startswith("sacglam: MyEnv, episode 2")
+
+
+def test_a_box_drawn_in_dashes_reads_as_the_same_line():
+    """Where stderr cannot show box characters (an ASCII locale, some CI logs) tyro draws its box
+    without borders and with dashes for rules; the line must not carry them."""
+    import sys
+
+    from sacglam.cli import UsageError, _one_line_errors
+
+    ascii_box = (
+        " Unrecognized options \n ------------------------------ \n"
+        "  Unrecognized options: --no-progres          \n  ------------------------------\n"
+        "  Perhaps you meant:                          \n      --progress, --no-progress               \n"
+        "          Print a progress bar. (default: True)\n  ------------------------------\n"
+        "  For full helptext, run sacglam train --help \n"
+    )
+
+    def cli(**_):
+        sys.stderr.write(ascii_box)
+        raise SystemExit(2)
+
+    with pytest.raises(UsageError) as error:
+        _one_line_errors("sacglam train", cli, args=["--no-progres"])
+    assert str(error.value) == (
+        "Unrecognized options: --no-progres; did you mean --no-progress or --progress? "
+        "(`sacglam train --help` lists every option)"
+    )

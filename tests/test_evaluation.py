@@ -89,7 +89,7 @@ def test_evaluate_command_prints_the_table_and_writes_json(tmp_path, capsys):
     rows = {(r["goal_set"], r["policy"]): r for r in report["results"]}
     assert set(rows) == {(g, p) for g in ("simple-train", "simple-test") for p in ("expert", "random")}
     assert rows[("simple-train", "expert")]["success_by_goal_type"][OVERALL]["success"] == 1.0
-    assert report["config"]["policies"] == ["expert", "random"]
+    assert report["policies_run"] == ["expert", "random"]
     assert rows[("simple-test", "random")]["env"] == {
         "name": "playground-text", "goals": "simple-test", "n_objects": 3, "max_steps": 8, "step_latency_ms": 0.0,
     }  # fmt: skip

@@ -87,10 +87,23 @@ def test_a_cpu_shortage_names_the_command_line_settings_to_lower():
 
 
 @pytest.mark.parametrize(
-    "asked, detected, counted", [(4, 2, 4), (2.5, 2, 3), (2, 2, None), (1.75, 2, None), (4, 16, None)]
+    "asked, detected, counted",
+    [(4, 2, 4), (2.5, 2, 3), (2, 2, None), (1.75, 2, None), (4, 16, None), (5, 2, None), (15, 2, None)],
 )
-def test_a_local_ray_counts_at_least_the_cpus_the_actors_ask_for(asked, detected, counted):
+def test_a_local_ray_counts_at_least_the_cpus_the_actors_ask_for_up_to_twice_the_cores(asked, detected, counted):
+    """Four whole-CPU actors on 2 cores share them; a cluster's config (15 CPUs) fails with what is short."""
     assert ray_cluster.local_cpus(asked, detected) == counted
+
+
+def test_the_cpus_asked_count_the_sliver_of_an_actor_asking_for_none():
+    """Two rollout workers at 0 CPUs still take 0.01 each from the cluster: a local Ray counting
+    3 for 3.02 would refuse the run it was started for."""
+    bundles = plan(_cfg(worker_cpus=0.0), {"CPU": 2})
+    assert ray_cluster.cpus_asked(bundles) == pytest.approx(3.02)
+    assert ray_cluster.local_cpus(ray_cluster.cpus_asked(bundles), 2) == 4
+    with pytest.raises(ClusterTooSmallError) as error:
+        check_fits(bundles, {"CPU": 2})
+    assert "worker-cpus" not in str(error.value)  # it asks for none: lowering it changes nothing
 
 
 def test_a_run_asking_more_cpus_than_the_machine_has_starts_its_local_ray_with_them_and_says_so(monkeypatch, capsys):
@@ -100,6 +113,7 @@ def test_a_run_asking_more_cpus_than_the_machine_has_starts_its_local_ray_with_t
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kwargs: options.append(kwargs))
     monkeypatch.setattr(ray_cluster, "_detected_cpus", lambda: 2)
+    monkeypatch.setattr(ray_cluster, "_last_cluster_started_here", lambda: None)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     ray_cluster.connect(None, cpus_asked=4.0)
     ray_cluster.connect(None, cpus_asked=1.5)

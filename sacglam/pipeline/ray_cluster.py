@@ -59,14 +59,18 @@ class Bundle:
         return out | dict(self.custom)
 
 
+OVERSUBSCRIBE_AT_MOST = 2.0  # a local Ray counts at most this many CPUs per core the machine has
+
+
 def local_cpus(asked: float, detected: int) -> int | None:
     """The logical CPUs a local Ray of the run's own is started with: None (Ray's own count, the
-    machine's `detected` cores) when the run's actors fit in them, else the CPUs they ask for,
-    rounded up, so that they share the cores. A laptop with 2 cores runs a config written for
-    whole-CPU actors (4 or more) as it is: its actors' threads follow their CPUs
-    (`ResourcesConfig`), one each, and take turns on the cores."""
+    machine's `detected` cores) when the run's actors fit in them, or when they ask for more than
+    `OVERSUBSCRIBE_AT_MOST` per core (a cluster's config: it fails with what is short); else the
+    CPUs they ask for, rounded up, so that they share the cores. A laptop with 2 cores runs a
+    config written for four whole-CPU actors as it is, and their torch threads (their CPUs, rounded
+    down, unless `*_threads` are set: `ResourcesConfig`) take turns on the cores."""
     needed = math.ceil(asked - 1e-9)
-    return needed if needed > detected else None
+    return needed if detected < needed <= OVERSUBSCRIBE_AT_MOST * detected else None
 
 
 def _detected_cpus() -> int:
@@ -74,7 +78,7 @@ def _detected_cpus() -> int:
     try:
         from ray._private.utils import get_num_cpus
 
-        return int(get_num_cpus())
+        return int(get_num_cpus(override_docker_cpu_warning=True))  # Ray warns once, when it starts
     except Exception:  # a private helper of Ray's: the cores this process may run on
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -100,7 +104,7 @@ def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
                     f"sacglam: note: a Ray cluster runs on this machine ({running}); this run starts its own. "
                     "Pass --address auto to run on that one instead"
                 )
-            detected = _detected_cpus()
+            detected = _detected_cpus() if cpus_asked is not None else 0
             if cpus_asked is not None and (counted := local_cpus(cpus_asked, detected)) is not None:
                 options["num_cpus"] = counted
                 print(
@@ -170,6 +174,11 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     return bundles
 
 
+def cpus_asked(bundles: list[Bundle]) -> float:
+    """The CPUs the bundles ask a cluster for (an actor asking for none still takes a sliver)."""
+    return sum(bundle.resources()["CPU"] for bundle in bundles)
+
+
 def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
     asked: dict[str, float] = {}
     for bundle in bundles:
@@ -178,12 +187,15 @@ def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
     short = {k: v for k, v in asked.items() if v > cluster.get(k, 0.0) + 1e-9}
     if short:
         detail = ", ".join(f"{v:g} {k} (the cluster has {cluster.get(k, 0):g})" for k, v in short.items())
-        flags = _flags_to_lower(bundles, set(short))
+        lower = _flags_to_lower(bundles, set(short))
+        if lower:
+            lower = [f"{', '.join(lower)} (fractions are allowed; in a config, pipeline.resources.*)"]
+        if set(short) - {"CPU", "GPU"}:
+            lower.append("the amounts of pipeline.resources.node_resources (in the config)")
         raise ClusterTooSmallError(
             f"the run asks for {detail}: {len(bundles)} actors "
             f"({', '.join(f'{b.role}: {b.cpus:g} CPU {b.gpus:g} GPU' for b in bundles)}). "
-            f"Lower {', '.join(flags) or 'pipeline.resources.*'} (fractions are allowed; in a config, "
-            "pipeline.resources.*) or the actor counts, or join a bigger cluster with --address."
+            f"Lower {' and '.join(lower)} or the actor counts, or join a bigger cluster with --address."
         )
 
 
@@ -204,8 +216,11 @@ def _flags_to_lower(bundles: list[Bundle], short: set[str]) -> list[str]:
     resources are set in config files only)."""
     flags = set()
     for bundle in bundles:
-        name = _FLAG_NAMES[bundle.role.rsplit("-", 1)[0] if bundle.role[-1].isdigit() else bundle.role]
-        if "CPU" in short:
+        role = bundle.role.rsplit("-", 1)[0] if bundle.role[-1].isdigit() else bundle.role
+        name = _FLAG_NAMES.get(role)
+        if name is None:  # a role without settings of its own
+            continue
+        if "CPU" in short and bundle.cpus > 0:
             flags.add(f"--pipeline.resources.{name}-cpus")
         if "GPU" in short and bundle.gpus > 0:
             flags.add(f"--pipeline.resources.{name}-gpus")
@@ -222,7 +237,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
     from sacglam.pipeline.dashboard import RayDashboardMetrics
     from sacglam.rollout_workers.service import RolloutService
 
-    url = connect(cfg.address, cpus_asked=sum(b.cpus for b in plan(cfg, {})))
+    url = connect(cfg.address, cpus_asked=cpus_asked(plan(cfg, {})))
     cluster = ray.cluster_resources()
     bundles = plan(cfg, cluster)
     # Inside a Ray Tune trial, the trial's placement group already holds one bundle per actor
