@@ -272,6 +272,7 @@ def test_a_request_the_cluster_cannot_hold_fails_fast_with_what_is_short(tmp_pat
     with pytest.raises(ClusterTooSmallError, match=r"1 GPU \(the cluster has 0\).*--address"):
         run_pipeline(cfg, announce=lambda _: None)
     assert time.time() - started < cfg.pipeline.resources.placement_timeout_s  # before any wait for placement
+    assert not cfg.output_dir.exists()  # nothing written: the same --output-dir takes the corrected run
 
 
 def test_babyai_text_trains_through_the_ray_runner_end_to_end(tmp_path, cluster):

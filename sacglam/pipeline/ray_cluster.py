@@ -227,6 +227,19 @@ def _flags_to_lower(bundles: list[Bundle], short: set[str]) -> list[str]:
     return sorted(flags)
 
 
+def check_request(cfg: TrainConfig) -> None:
+    """Start or join Ray (`connect`) and compare the run's request with the cluster (`check_fits`),
+    so that a run the cluster cannot hold fails before its run directory is written. Inside a Tune
+    trial the trial's placement group already holds the actors' bundles: nothing to compare."""
+    import ray
+    from ray.util.placement_group import get_current_placement_group
+
+    connect(cfg.address, cpus_asked=cpus_asked(plan(cfg, {})))
+    if get_current_placement_group() is None:
+        cluster = ray.cluster_resources()
+        check_fits(plan(cfg, cluster), cluster)
+
+
 def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
     import ray
     from ray.util.placement_group import get_current_placement_group, placement_group, remove_placement_group

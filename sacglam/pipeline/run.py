@@ -91,6 +91,10 @@ def run_pipeline(
     slow_dtype = bfloat16_on_cpu_warning(cfg.agent.resolved_dtype, cfg.agent.resolved_device)
     if slow_dtype and cfg.address is None:
         announce(slow_dtype)
+    if cfg.runner == "ray":  # a cluster too small for the run fails here too, before anything is written
+        from sacglam.pipeline.ray_cluster import check_request
+
+        check_request(cfg)
     for path, problem in damaged:  # the resume falls back to the newest intact checkpoint
         assert latest is not None
         moved = store.set_aside(path, latest)  # before the actors restore: they read the pointer
