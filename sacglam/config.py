@@ -858,9 +858,8 @@ class TrainConfig:
         env = data.get("env")
         named = env.get("name", "playground-text") if isinstance(env, dict) else "playground-text"
         if named != "playground-text" and str(defaults["env"]["goals"]).startswith("simple-"):
-            out["env"] = (
-                EnvConfig()
-            )  # not the simplified task's 3 objects and 8 steps: BabyAI-Text and TextWorld read them
+            # not the simplified task's 3 objects and 8 steps: BabyAI-Text and TextWorld read them
+            out["env"] = EnvConfig()
         return out
 
     @staticmethod

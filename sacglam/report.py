@@ -129,24 +129,25 @@ def _rise(evals: list[dict], goal_set: str, episodes: int) -> tuple[bool, list[s
     return rose, rises
 
 
-def no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
-    """A line when no mode's success on the train goals (`goal_set`) rose beyond evaluation noise
-    (`_rise`); None when one did, or when it cannot be said."""
-    measured = _rise(evals, goal_set, episodes)
-    if measured is None or measured[0]:
+def no_rise_line(train: tuple[bool, list[str]] | None, episodes: int) -> str | None:
+    """A line when no mode's success on the train goals rose beyond evaluation noise (`train`:
+    `_rise` of the train goals); None when one did, or when it cannot be said."""
+    if train is None or train[0]:
         return None
     return (
-        f"no success on the train goals rose beyond evaluation noise ({', '.join(measured[1])}; "
+        f"no success on the train goals rose beyond evaluation noise ({', '.join(train[1])}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
 
 
-def held_out_no_rise_line(evals: list[dict], goal_set: str, episodes: int) -> str | None:
-    """A line when success on the train goals (`goal_set`) rose beyond evaluation noise but, on a
-    goal set the run evaluated besides (its held-out goals), no mode's did (`_rise`): the agent
-    learned the goals it trained on and not the task. None otherwise, or when it cannot be said."""
-    train = _rise(evals, goal_set, episodes)
+def held_out_no_rise_line(
+    evals: list[dict], goal_set: str, train: tuple[bool, list[str]] | None, episodes: int
+) -> str | None:
+    """A line when success on the train goals (`goal_set`, `train` its `_rise`) rose beyond
+    evaluation noise but, on a goal set the run evaluated besides (its held-out goals), no mode's
+    did: the agent learned the goals it trained on and not the task. None otherwise, or when it
+    cannot be said."""
     if train is None or not train[0]:
         return None
     others = sorted({k.split("/")[1] for k in evals[0] if k.startswith("eval/") and k.endswith("/all")} - {goal_set})
@@ -168,7 +169,8 @@ def _no_rise_lines(config: dict, evals: list[dict]) -> list[str]:
     episodes, goals = config.get("eval_episodes"), (config.get("env") or {}).get("goals")
     if not episodes or not goals or not config.get("eval_at_start", True) or len(evals) < 2:
         return []
-    lines = (no_rise_line(evals, goals, episodes), held_out_no_rise_line(evals, goals, episodes))
+    train = _rise(evals, goals, episodes)
+    lines = (no_rise_line(train, episodes), held_out_no_rise_line(evals, goals, train, episodes))
     return [line for line in lines if line is not None]
 
 

@@ -241,6 +241,8 @@ def check_request(cfg: TrainConfig) -> None:
 
 
 def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
+    """The run's actors in a placement group, on the Ray session `check_request` started or joined
+    and compared the request with (`run_pipeline` calls it before writing the run directory)."""
     import ray
     from ray.util.placement_group import get_current_placement_group, placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -250,14 +252,12 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
     from sacglam.pipeline.dashboard import RayDashboardMetrics
     from sacglam.rollout_workers.service import RolloutService
 
-    url = connect(cfg.address, cpus_asked=cpus_asked(plan(cfg, {})))
-    cluster = ray.cluster_resources()
-    bundles = plan(cfg, cluster)
+    url = connect(cfg.address)  # the session `check_request` started: its dashboard URL
+    bundles = plan(cfg, ray.cluster_resources())
     # Inside a Ray Tune trial, the trial's placement group already holds one bundle per actor
     # after the trial's own (`sacglam.experiments.tune_runner.trial_bundles`).
     pg, offset, own_group = get_current_placement_group(), 1, False
     if pg is None:
-        check_fits(bundles, cluster)
         pg, offset, own_group = (
             placement_group([b.resources() for b in bundles], strategy=cfg.pipeline.resources.placement_strategy),
             0,
