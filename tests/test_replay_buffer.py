@@ -134,6 +134,15 @@ def test_her_skips_the_episodes_own_goal_and_caps_with_a_seeded_choice():
     assert [r.goal for r in kept] == ["Grasp any red thing"]
 
 
+def test_a_goal_reported_twice_relabels_only_up_to_its_first_report():
+    """A later report of the same goal would pay reward 1 at a step after it was already achieved
+    (and store the goal's transitions twice); environments outside the protocol guard can send it."""
+    achieved = [(), ("Grasp any cat",), ("Grasp any red thing",), ("Grasp any cat",), ("Grasp red cat",)]
+    episode = handmade([0.0, 0.0, 0.0, 0.0, 0.0], terminated=False, achieved=achieved)
+    relabels = [(r.goal, r.length) for r in hindsight_relabels(episode)]
+    assert relabels == [("Grasp any cat", 2), ("Grasp any red thing", 3)]
+
+
 def test_ratio_mode_batches_are_half_relabeled():
     buffer = ReplayBuffer(capacity=50_000, seed=1)
     for episode in recorded_episodes(steps=150):
