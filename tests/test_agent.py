@@ -173,6 +173,15 @@ def test_candidate_prompt_lists_the_actions_before_action():
     assert text.startswith(obs[0][: -len("Action:")])
 
 
+def test_candidate_prompt_keeps_every_line_an_environment_wrote():
+    """Only a final line ending in a colon is a cue to put the list above; anything else stays."""
+    assert candidate_prompt("Goal: grasp cat\nYour move:", ["a", "b"]) == (
+        "Goal: grasp cat\nPossible actions: a, b\nYour move:"
+    )
+    for observation in ("Goal: grasp cat\nWhat do you do?", "Goal: grasp cat Action:"):
+        assert candidate_prompt(observation, ["a", "b"]) == f"{observation}\nPossible actions: a, b\nAction:"
+
+
 def grads_after(agent, loss_fn):
     agent.zero_grad(set_to_none=True)
     observations, candidates = states(n=3)

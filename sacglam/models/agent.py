@@ -45,9 +45,18 @@ ATTENTION_PROJECTIONS = {
 
 
 def candidate_prompt(observation: str, candidates: Sequence[str]) -> str:
-    """The observation with a `Possible actions:` line before the final `Action:`."""
-    head, _, _ = observation.rpartition("\n")
-    return f"{head}\nPossible actions: {', '.join(candidates)}\nAction:"
+    """The observation with a `Possible actions: a, b, c` line before its final cue line.
+
+    The cue is the observation's last line when that line ends in a colon (`Action:` in every
+    environment here, or an environment's own, such as `Your move:`); the list goes just above it.
+    An observation without one (a single line, or one ending in a question) is kept whole, and
+    the list and `Action:` follow it: no text the environment wrote is dropped.
+    """
+    head, newline, last = observation.rpartition("\n")
+    actions = f"Possible actions: {', '.join(candidates)}"
+    if newline and last.rstrip().endswith(":"):
+        return f"{head}\n{actions}\n{last}"
+    return f"{observation}\n{actions}\nAction:"
 
 
 class GLAMAgent(nn.Module):
