@@ -33,7 +33,7 @@ from typing import Any, Literal
 import tyro
 
 from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig, env_settings_read, env_settings_read_by
-from sacglam.config_io import ConfigError, from_dict, load_yaml_config
+from sacglam.config_io import ConfigError, from_dict, load_yaml_config, read_yaml
 from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError, user_error_in_remote_text
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
@@ -658,9 +658,8 @@ def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any
 
 
 def _yaml_mapping(path: str) -> dict[str, Any]:
-    import yaml
 
-    data = yaml.safe_load(Path(path).read_text())
+    data = read_yaml(Path(path).read_text())
     return data if isinstance(data, dict) else {}
 
 
@@ -816,7 +815,7 @@ def evaluation_of_run(path: str) -> EvalConfig | None:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = read_yaml(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return None  # load_yaml_config says what is wrong with the file
     run_only = {f.name for f in dataclasses.fields(TrainConfig)} - {f.name for f in dataclasses.fields(EvalConfig)}

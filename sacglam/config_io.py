@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import re
 import types
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
@@ -25,13 +26,30 @@ class ConfigError(UserInputError, ValueError):
     """A config file that does not fit its dataclass."""
 
 
+class YAMLLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading numbers as YAML 1.2 does: `5e-4` and `1E3` are floats, where
+    YAML 1.1 (PyYAML's) reads a float only with a dot (`5.0e-4`) and leaves `5e-4` a string."""
+
+
+YAMLLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str) -> Any:
+    """YAML text as Python data, with `YAMLLoader`."""
+    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def load_yaml_config(cls: type[T], path: str | Path) -> T:
     """Build `cls` from the YAML mapping in `path`."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = read_yaml(path.read_text()) or {}
     except OSError as error:
         raise ConfigError(f"cannot read config file {path} ({error.strerror}): give a YAML file") from error
     except yaml.YAMLError as error:

@@ -175,8 +175,9 @@ def _no_rise_lines(config: dict, evals: list[dict]) -> list[str]:
 
 
 def exploration_lines(records: list[dict]) -> list[str]:
-    """What the run measured of its exploration: the warm start's end point, and a run that went
-    10% of its budget without a learning signal (docs/metrics.md)."""
+    """What the run measured of its exploration: the warm start's end point, a run that went 10%
+    of its budget without a learning signal or a report to relabel with, and a held-out goal
+    reported in training (docs/metrics.md)."""
     lines = []
     warm = next((r for r in records if "warm_start/kl_to_uniform" in r), None)
     if warm is not None:
@@ -197,6 +198,13 @@ def exploration_lines(records: list[dict]) -> list[str]:
         lines.append(
             f"**No goal reported for relabeling by env step {int(unreported['explore/no_report_env_steps'])}**: the "
             "environment's `info['achieved_goals']` stayed empty, so hindsight relabeling relabeled nothing."
+        )
+    leaked = next((r for r in records if "explore/held_out_reported_env_steps" in r), None)
+    if leaked is not None:
+        lines.append(
+            f"**A held-out goal was reported in training by env step {int(leaked['explore/held_out_reported_env_steps'])}**: "
+            "the environment's `info['achieved_goals']` named a goal of its held-out goal set, so relabeling could "
+            "train on it and held-out success does not measure goals never trained on."
         )
     return [*lines, ""] if lines else []
 

@@ -147,6 +147,29 @@ class NoReports(Dial):
         return {"candidates": self._candidates(), "goal": self.goal}
 
 
+class HeldOutDial(Dial):
+    """Goals "Reach one" and "Reach two" train, "Reach three" is held out (`split="test"`). With
+    `leaks`, the train split still reports "Reach three" when the dial reaches it: a held-out goal
+    reported in training, which the protocol forbids and a run must say."""
+
+    def __init__(self, max_steps: int = 4, split: str = "train", leaks: bool = True) -> None:
+        super().__init__(max_steps)
+        self.split, self.leaks = split, leaks
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        if not (options or {}).get("goal"):
+            self.goal = "Reach three" if self.split == "test" else f"Reach {NUMBERS[int(self.np_random.integers(2))]}"
+            obs, info = self._obs(), self._info([])
+        return obs, info
+
+    def _outcome(self, action: str) -> tuple[list[str], float, bool, bool]:
+        achieved, reward, terminated, truncated = super()._outcome(action)
+        if self.split == "train" and not self.leaks:
+            achieved = [goal for goal in achieved if goal != "Reach three"]
+        return achieved, reward, terminated, truncated
+
+
 class ShortVocabulary(Dial):
     """Lists its words but forgets the candidates' and the punctuation."""
 

@@ -38,6 +38,18 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
     assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == "out"
 
 
+def test_numbers_in_exponent_form_are_floats_as_in_yaml_1_2(tmp_path):
+    """PyYAML (YAML 1.1) reads `5e-4` as a string; a config file reads it as the flag `--sac.actor-lr
+    5e-4` does. A quoted one stays a string, and so the type error names it."""
+    path = tmp_path / "c.yaml"
+    path.write_text("sac: {actor_lr: 5e-4, critic_lr: 1E-3, alpha_lr: 2.5e-4}\ntotal_env_steps: 2048\n")
+    cfg = load_yaml_config(TrainConfig, path)
+    assert (cfg.sac.actor_lr, cfg.sac.critic_lr, cfg.sac.alpha_lr) == (5e-4, 1e-3, 2.5e-4)
+    path.write_text('sac: {actor_lr: "5e-4"}\n')
+    with pytest.raises(ConfigError, match="actor_lr: expected float, got str '5e-4'"):
+        load_yaml_config(TrainConfig, path)
+
+
 def test_a_nested_block_keeps_the_run_defaults_the_help_shows_for_what_it_leaves_out(tmp_path):
     """`agent: {critic_width: 128}` changes the critic's width and nothing else: the model stays the
     run's default (the tiny model), not `AgentConfig()`'s own (SmolLM2); the same for `env` (the

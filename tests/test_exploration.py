@@ -220,6 +220,39 @@ def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_pat
     assert f"No goal reported for relabeling by env step {step}" in write_report(tmp_path / "run").read_text()
 
 
+@pytest.mark.parametrize("leaks", [True, False])
+def test_a_held_out_goal_reported_in_training_is_said_once(leaks, tmp_path):
+    """HeldOutDial holds "Reach three" out; with `leaks` its train split still reports it. The run
+    learns its held-out goals from the held-out evaluation's episodes (a protocol environment has
+    no goal list) and says so once, in a line, the metrics and the report; a correct twin, never."""
+    cfg = TrainConfig(
+        env=EnvConfig(name="tests.broken_envs:HeldOutDial", kwargs={"leaks": leaks}, held_out_kwargs={"split": "test"}),
+        agent=AgentConfig(model="tiny-causal", critic_width=32),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=8,
+        total_env_steps=256,
+        eval_episodes=4,
+        eval_modes=("greedy",),
+        warm_start_steps=0,
+        output_dir=str(tmp_path / "run"),
+        progress=False,
+    )
+    said: list[str] = []
+    run_pipeline(cfg, announce=said.append)
+    lines = [line for line in said if "a goal of its held-out goal set" in line]
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["explore/held_out_reported_env_steps"] for r in records if "explore/held_out_reported_env_steps" in r]
+    from sacglam.report import write_report
+
+    report = write_report(tmp_path / "run").read_text()
+    if not leaks:
+        assert not lines and not steps and "held-out goal" not in report.lower(), said
+        return
+    assert len(lines) == 1 and "'Reach three'" in lines[0], said
+    step = int(re.search(r"by env step (\d+)", lines[0]).group(1))
+    assert steps == [step] and f"A held-out goal was reported in training by env step {step}" in report
+
+
 @pytest.mark.parametrize("algo", ["sac", "sac-her"])
 def test_a_run_with_a_signal_never_says_it_has_none(algo, tmp_path):
     """Random play on Pantry puts something in a container within 6 steps: a reward for SAC-GLAM,

@@ -33,7 +33,11 @@ _PLACEHOLDER_VALUES = {
 # Logged only in a Ray process, which the short local runs below do not start.
 RAY_ONLY = {"inference/batches", "sacglam_env_steps", "sacglam_episodes"}
 # Logged only by a run that collects no learning signal (tests/test_exploration.py logs it).
-ONLY_WITHOUT_SIGNAL = {"explore/no_signal_env_steps", "explore/no_report_env_steps"}
+ONLY_WITHOUT_SIGNAL = {
+    "explore/no_signal_env_steps",
+    "explore/no_report_env_steps",
+    "explore/held_out_reported_env_steps",  # an environment that breaks the held-out split
+}
 # Logged only by a run that `stop_when` ended early (tests/test_pipeline.py logs it).
 ONLY_STOPPED_EARLY = {"run/stopped_early_at", "run/time_limit_at"}  # runs that end before their budget
 

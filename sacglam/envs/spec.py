@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 from gymnasium.vector import VectorEnv
@@ -45,6 +45,9 @@ class EnvironmentSpec(ABC):
     """One environment on one goal set. Specs are small, picklable values (Ray ships them)."""
 
     goal_set: str  # the name metric keys use: eval/<goal_set>/...
+    # The held-out twin holds out goals, so a goal of its episodes must never be reported in
+    # training; False where it holds out something else under the same goal texts (other games).
+    holds_out_goals: ClassVar[bool] = True
 
     @abstractmethod
     def make(self) -> gymnasium.Env:
@@ -234,6 +237,8 @@ class TextWorldSpec(EnvironmentSpec):
     offline (train seeds, or held-out seeds for goal set `test`), or the games at `game_path`
     (`held_out_game_path` for `test`); `max_steps` per episode. Building the games (once, into
     the cache) happens here, in the process that makes the spec, before any worker needs them."""
+
+    holds_out_goals: ClassVar[bool] = False  # held-out games, whose goal texts train games share
 
     challenge: str = "coin_collector"
     levels: tuple[int, ...] = (2, 3)

@@ -22,7 +22,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.evaluation import OVERALL, evaluation_bar, run_evaluation, training_evaluation
+from sacglam.envs.spec import EnvironmentSpec
+from sacglam.evaluation import OVERALL, EvaluationPart, evaluation_bar, run_evaluation, training_evaluation
 from sacglam.goal_sampler.service import GoalSamplerService
 from sacglam.inference.server import InferenceServer
 from sacglam.learner.service import LearnerService
@@ -35,7 +36,7 @@ from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
 from sacglam.runtime.storage import StoragePath, read_torch, write_torch
-from sacglam.types import ChunkReport
+from sacglam.types import ChunkReport, EpisodeResult
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Counters:
     no_signal_at: int | None = None  # env step at which the run was found to have no learning signal yet
     reported_goals: int = 0  # goals the partner reported, summed over chunks (each chunk's distinct ones)
     no_report_at: int | None = None  # env step at which a relabeling run was found to have no report to relabel with
+    held_out_reported_at: int | None = None  # env step at which a held-out goal was first reported in training
     finished: bool = False  # set in the final checkpoint of a run that reached its budget (not stopped before it)
     inference_before: dict[str, float] = field(default_factory=dict)  # inference counters of earlier actor lives
 
@@ -135,6 +137,9 @@ class PipelineDriver:
         self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
+        spec = cfg.env.spec()
+        self.held_out_by_goal = spec.holds_out_goals
+        self.held_out_goals = held_out_goals(spec)  # grows with the held-out evaluation's episode goals
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
             counters.plan_sent = [-1] * len(parts.workers)
         self.bar = tqdm(
@@ -315,6 +320,7 @@ class PipelineDriver:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)
         self._check_learning_signal()
         self._check_hindsight_reports()
+        self._check_held_out_reports(result.reported_goals)
         if c.env_steps >= c.next_log:
             self.log()
             c.next_log += self.cfg.log_every
@@ -365,6 +371,27 @@ class PipelineDriver:
         )
         self.logger.log(c.env_steps, {"explore/no_report_env_steps": c.env_steps})
 
+    def _check_held_out_reports(self, reported: tuple[str, ...]) -> None:
+        """The first time the partner reports, in training, a goal of the held-out goal set (its
+        list where the spec has one, else the held-out evaluation's episode goals): say so once, in
+        a line and in the metrics (`explore/held_out_reported_env_steps`, which the report shows).
+        Relabeling (or the goal sampler) then trains on it, and the held-out figures no longer
+        measure goals the agent never trained on."""
+        c = self.c
+        if c.held_out_reported_at is not None or not self.held_out_goals:
+            return
+        leaked = next((goal for goal in reported if goal in self.held_out_goals), None)
+        if leaked is None:
+            return
+        c.held_out_reported_at = c.env_steps
+        self.announce(
+            f"warning: by env step {c.env_steps} the environment reported {leaked!r} in info['achieved_goals'] during "
+            f"training, a goal of its held-out goal set ({self.cfg.env.held_out.goals}): held-out goals must never be "
+            "reported, or relabeling trains on them and the held-out success no longer measures goals never trained "
+            "on (docs/environments.md)"
+        )
+        self.logger.log(c.env_steps, {"explore/held_out_reported_env_steps": c.env_steps})
+
     def _teach_goal_sampler(self, result: ChunkReport) -> None:
         """The chunk's partner reports and episode outcomes to the goal sampler (not waited for:
         Ray runs one caller's calls to an actor in order)."""
@@ -410,8 +437,15 @@ class PipelineDriver:
         self._pause()
         parts = training_evaluation(self.cfg)
         rank0 = self.parts.learners[0]
+
+        def run_part(part: EvaluationPart) -> list[EpisodeResult]:
+            results: list[EpisodeResult] = resolve(rank0.call(LearnerService.evaluate_part, part))
+            if self.held_out_by_goal and part.env.goals != self.cfg.env.goals:
+                self.held_out_goals.update(r.goal for r in results)  # at most eval_episodes distinct goals
+            return results
+
         with evaluation_bar(parts, self.cfg.progress) as bar:
-            results = run_evaluation(parts, lambda part: resolve(rank0.call(LearnerService.evaluate_part, part)), bar)
+            results = run_evaluation(parts, run_part, bar)
         self.latest_eval = results | {"env_steps": self.c.env_steps}
         self.latest_eval_updates = self.c.updates
         weights = {"run/updates_evaluated": int(self.c.train_metrics.get("learner/updates", 0))}
@@ -500,6 +534,14 @@ class PipelineDriver:
         self.publish(wait=True)
         self._resume_clock()
         return final
+
+
+def held_out_goals(spec: EnvironmentSpec) -> set[str]:
+    """The held-out goals known before any evaluation: the held-out goal set's list, where the
+    environment's spec has one and its twin holds out goals (empty otherwise)."""
+    twin = spec.held_out() if spec.holds_out_goals else None
+    goals = twin.goals() if twin is not None else None
+    return set(goals or ())
 
 
 def restore(parts: Components, checkpoint: StoragePath) -> Counters:
