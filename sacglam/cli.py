@@ -32,10 +32,18 @@ from typing import Any, Literal
 
 import tyro
 
-from sacglam.config import AgentConfig, EnvConfig, EvalConfig, TrainConfig, env_settings_read, env_settings_read_by
+from sacglam.config import (
+    DEFAULT_EVAL_OUTPUT,
+    AgentConfig,
+    EnvConfig,
+    EvalConfig,
+    TrainConfig,
+    env_settings_read,
+    env_settings_read_by,
+)
 from sacglam.config_io import ConfigError, from_dict, load_yaml_config, read_yaml
 from sacglam.demo import DemoArgs, run_demo
-from sacglam.errors import UserInputError, user_error_in_remote_text
+from sacglam.errors import UserInputError, user_error_in_remote_text, with_notes
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import EnvironmentExpert, RandomPolicy
 from sacglam.run_directory import RunAlreadyComplete
@@ -93,8 +101,9 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     from sacglam.models.policy import run_agent_part
 
     assert cfg.run is not None
-    _check_output(cfg.output)
-    run_cfg, agent, env_steps = load_run_agent(cfg.run)
+    run_cfg, agent, env_steps = load_run_agent(cfg.run)  # a bad folder fails here, before anything is written
+    output = _run_evaluation_output(cfg)
+    _check_output(output)
     changes: dict[str, Any] = {"eval_modes": ("sampled", "greedy")}
     if cfg.env_given:
         changes["env"] = cfg.env  # the run's environment with the --env.* flags applied (`parse`)
@@ -132,10 +141,32 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
             print(f"the run's own evaluation at {env_steps} env steps: {'the same' if same else 'DIFFERENT'} figures")
         else:
             print(f"the run has no evaluation of these weights (env steps {env_steps}) to compare with")
-    if cfg.output is not None:
-        cfg.output.write_text(json.dumps(report, indent=2, default=str))
-        print(f"wrote {cfg.output}")
+    _write_output(output, report)
     return report
+
+
+def _run_evaluation_output(cfg: EvalConfig) -> Path | None:
+    """Where `evaluate --run` writes: `--output` when given, else `evaluation.json` in the run's
+    (or the export's) folder where that is local, so evaluating a run never replaces another
+    run's file or the baselines' `runs/evaluation.json`."""
+    from sacglam.runtime.storage import StoragePath
+
+    assert cfg.run is not None
+    if cfg.output != DEFAULT_EVAL_OUTPUT or not StoragePath(cfg.run).is_local:
+        return cfg.output
+    return Path(StoragePath(cfg.run).local()) / "evaluation.json"
+
+
+def _write_output(output: Path | None, report: dict[str, Any]) -> None:
+    """The JSON of an evaluation, saying so when it replaces an earlier file."""
+    if output is None:
+        return
+    replaced = output.exists()
+    try:
+        output.write_text(json.dumps(report, indent=2, default=str))
+    except OSError as error:
+        raise OutputPathError(f"cannot write {output} ({error.strerror}): choose another --output") from error
+    print(f"wrote {output}{' (replacing the one there)' if replaced else ''}")
 
 
 def _check_output(output: Path | None) -> None:
@@ -219,12 +250,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         "Success rate per goal type (episodes in parentheses; 'all' weights the types by their share of the goal set)"
     )
     print(format_success_table(rows))
-    if cfg.output is not None:
-        try:
-            cfg.output.write_text(json.dumps(report, indent=2))
-        except OSError as error:
-            raise OutputPathError(f"cannot write {cfg.output} ({error.strerror}): choose another --output") from error
-        print(f"wrote {cfg.output}")
+    _write_output(cfg.output, report)
     return report
 
 
@@ -546,9 +572,24 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         _refuse_unread_env_flags(parsed.env.name, rest)
     if isinstance(parsed, TrainConfig) and from_file:
         parsed = _resolve_again(parsed, from_file, rest)
-    if isinstance(parsed, EvalConfig) and parsed.run is not None and any(a.startswith("--episodes") for a in rest):
-        parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
+    if isinstance(parsed, EvalConfig) and parsed.run is not None:
+        _refuse_flags_the_run_decides(rest)
+        if any(a.startswith("--episodes") for a in rest):
+            parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
     return parsed
+
+
+def _refuse_flags_the_run_decides(flags: list[str]) -> None:
+    """`evaluate --run` evaluates the run's agent, sampled and greedy, next to random play and the
+    expert: a flag that picks policies, variants or another agent would be ignored, so it is refused."""
+    ignored = [f.split("=", 1)[0] for f in flags if f.split("=", 1)[0] in ("--policies", "--variants")]
+    ignored += [f.split("=", 1)[0] for f in flags if f.startswith("--agent.")]
+    if ignored:
+        names = list(dict.fromkeys(ignored))
+        raise UsageError(
+            f"{', '.join(names)} {'does' if len(names) == 1 else 'do'} not apply with --run: it evaluates the run's own agent, sampled "
+            "and greedy, next to random play and the expert; drop the flag, or evaluate baselines without --run"
+        )
 
 
 def _last_flag_value(flags: list[str], flag: str) -> str | None:
@@ -861,6 +902,7 @@ def main(args: list[str] | None = None) -> None:
         message = user_error_in_remote_text(str(error))  # e.g. an actor that died in its constructor
         if message is None:
             raise
+        message = with_notes(message, error)  # what the failed run kept (`run_pipeline`)
         _close_progress_bars()
         _leave_ray()
         print(f"sacglam: {message}", file=sys.stderr)

@@ -540,6 +540,9 @@ class PPOConfig:
             raise ValueError("gamma and gae_lambda must be in [0, 1] and clip > 0")
 
 
+DEFAULT_EVAL_OUTPUT = Path("runs/evaluation.json")  # `sacglam evaluate`'s JSON, unless --output or --run says
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """Evaluate policies (the environment's expert, uniform-random, the LLM agent zero-shot) on
@@ -564,8 +567,9 @@ class EvalConfig:
     """Environments stepped together (policies act on a batch of states)."""
     seed: int = 0
     """Seed of the episodes (goals and scenes) and of the random policy."""
-    output: Path | None = Path("runs/evaluation.json")
-    """Where to write the results as JSON, replacing any file there (`--output None`: nowhere)."""
+    output: Path | None = DEFAULT_EVAL_OUTPUT
+    """Where to write the results as JSON, replacing any file there (`--output None`: nowhere);
+    with `--run`, by default `evaluation.json` in the run's (or export's) folder when it is local."""
     progress: bool = True
     """Show a progress bar."""
     agent: AgentConfig = AgentConfig(critic="none")

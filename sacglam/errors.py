@@ -19,11 +19,20 @@ class UserInputError(Exception):
     def one_line(self) -> str:
         """The message on one line: the first line of each part, joined (some wrap library errors).
         Raised in a Ray actor, the error reaches the caller as Ray's `RayTaskError`, an instance of
-        this class too whose text is the remote traceback: the message is its `cause`'s."""
+        this class too whose text is the remote traceback: the message is its `cause`'s.
+        The notes added on the way up (`add_note`: what a failed run kept) follow it after "; "."""
         cause = getattr(self, "cause", None)
         if isinstance(cause, UserInputError) and cause is not self:
-            return cause.one_line()
-        return " ".join(line.strip() for line in str(self).splitlines() if line.strip())
+            line = cause.one_line()
+        else:
+            line = " ".join(part.strip() for part in str(self).splitlines() if part.strip())
+        return with_notes(line, self)
+
+
+def with_notes(line: str, error: BaseException) -> str:
+    """`line`, then each note added to `error` (`BaseException.add_note`) after "; "."""
+    notes = [" ".join(note.split()) for note in getattr(error, "__notes__", ())]
+    return "; ".join([line, *(note for note in notes if note and note not in line)])
 
 
 _RAISED = re.compile(r"^(?:([A-Za-z_][\w.]*)\.)?([A-Za-z_]\w*): (.+)$")  # `[package.module.]Error: message`

@@ -129,13 +129,14 @@ def _rise(evals: list[dict], goal_set: str, episodes: int) -> tuple[bool, list[s
     return rose, rises
 
 
-def no_rise_line(train: tuple[bool, list[str]] | None, episodes: int) -> str | None:
+def no_rise_line(train: tuple[bool, list[str]] | None, episodes: int, goal_set: str) -> str | None:
     """A line when no mode's success on the train goals rose beyond evaluation noise (`train`:
-    `_rise` of the train goals); None when one did, or when it cannot be said."""
+    `_rise` of the goals the run trains on, `goal_set`); None when one did, or when it cannot be said."""
     if train is None or train[0]:
         return None
+    goals = "the train goals" if "train" in goal_set else f"the goals it trains on ({goal_set})"
     return (
-        f"no success on the train goals rose beyond evaluation noise ({', '.join(train[1])}; "
+        f"no success on {goals} rose beyond evaluation noise ({', '.join(train[1])}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
@@ -170,7 +171,7 @@ def _no_rise_lines(config: dict, evals: list[dict]) -> list[str]:
     if not episodes or not goals or not config.get("eval_at_start", True) or len(evals) < 2:
         return []
     train = _rise(evals, goals, episodes)
-    lines = (no_rise_line(train, episodes), held_out_no_rise_line(evals, goals, train, episodes))
+    lines = (no_rise_line(train, episodes, goals), held_out_no_rise_line(evals, goals, train, episodes))
     return [line for line in lines if line is not None]
 
 

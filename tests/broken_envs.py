@@ -170,6 +170,25 @@ class HeldOutDial(Dial):
         return achieved, reward, terminated, truncated
 
 
+class BreaksLater(Dial):
+    """Correct for `break_at` episodes (per instance), then offers no candidate after a step: a
+    bug that shows only mid-run. `broken` (a class switch) is how a test fixes it."""
+
+    broken = True
+
+    def __init__(self, max_steps: int = 4, break_at: int = 10) -> None:
+        super().__init__(max_steps)
+        self.break_at, self.episodes = break_at, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.episodes += 1
+        return super().reset(seed=seed, options=options)
+
+    def _candidates(self) -> list[str]:
+        late = BreaksLater.broken and self.episodes > self.break_at and self.t > 0
+        return [] if late else super()._candidates()
+
+
 class ShortVocabulary(Dial):
     """Lists its words but forgets the candidates' and the punctuation."""
 

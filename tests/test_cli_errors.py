@@ -1,6 +1,8 @@
 """Every subcommand answers a bad input with one line on stderr, `sacglam: <what and how to fix>`,
 exit status 2 and no traceback; nothing is run or written before the check."""
 
+import re
+
 import pytest
 
 from sacglam.cli import main
@@ -138,6 +140,10 @@ BAD_INPUTS = {
     ),
     "train: a zero budget setting is named": (["train", "--eval-every", "0"], "eval_every=0: num_envs"),
     "evaluate: a run directory that does not exist": (["evaluate", "--run", "{tmp}/none"], "none does not exist"),
+    "evaluate: a flag that --run decides": (
+        ["evaluate", "--run", "{tmp}/none", "--policies", "expert", "--agent.model", "tiny-causal"],
+        "--policies, --agent.model do not apply with --run: it evaluates the run's own agent",
+    ),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),
     "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),
@@ -287,3 +293,32 @@ def test_a_box_drawn_in_dashes_reads_as_the_same_line():
         "Unrecognized options: --no-progres; did you mean --no-progress or --progress? "
         "(`sacglam train --help` lists every option)"
     )
+
+
+def test_an_environment_that_breaks_mid_run_says_what_the_run_kept_and_resume_continues(tmp_path, capsys, monkeypatch):
+    """The protocol error names the step's action, and the line goes on with the newest
+    checkpoint and the `--resume` command; once the environment is fixed, that command continues
+    from that checkpoint."""
+    from tests import broken_envs
+
+    run = tmp_path / "run"
+    args = ["train", "--env.name", "tests.broken_envs:BreaksLater", "--env.goals", "train", "--output-dir", str(run)]
+    args += ["--total-env-steps", "768", "--num-envs", "8", "--eval-episodes", "0", "--warm-start-steps", "0"]
+    args += ["--pipeline.checkpoint-every", "128", "--sac.batch-size", "16", "--agent.critic-width", "32"]
+    args += ["--agent.tiny-vocabulary", *broken_envs.DIAL_WORDS]  # no random play to collect words (it would break)
+    monkeypatch.setattr(broken_envs.BreaksLater, "broken", True)
+    with pytest.raises(SystemExit) as stop:
+        main([*args, "--no-progress"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    message = [line for line in err if line.startswith("sacglam: ")]
+    assert len(message) == 1 and not any("Traceback" in line for line in err), err
+    assert "info['candidates'] must be a non-empty list" in message[0] and "the step's action was '" in message[0]
+    found = re.search(r"saved up to its newest checkpoint, (step-\d+) \((\d+) env steps\): once fixed, "
+                      r"`sacglam train --resume (\S+)` continues from it$", message[0])  # fmt: skip
+    assert found and found.group(3) == str(run), message[0]
+    assert (run / "checkpoints" / found.group(1)).is_dir() and int(found.group(2)) >= 128
+    monkeypatch.setattr(broken_envs.BreaksLater, "broken", False)
+    main(["train", "--resume", str(run), "--no-progress"])
+    out = capsys.readouterr().out
+    assert f"from {found.group(1)}: {found.group(2)} env steps" in out, out

@@ -203,8 +203,10 @@ def test_evaluate_run_repeats_the_runs_final_evaluation_exactly_next_to_random_a
     assert max(v for k, v in overall.items() if "/sampled/" in k) > 0
     assert "the same figures" in capsys.readouterr().out
     assert {"simple-train / random", "simple-train / expert", "simple-test / trained greedy"} <= set(report["table"])
-    main(["evaluate", "--run", str(cfg.output_dir), "--episodes", "8", "--output", str(output), "--no-progress"])
-    again = json.loads(output.read_text())
+    # without --output, into the run's folder: never over another run's file or the baselines'
+    main(["evaluate", "--run", str(cfg.output_dir), "--episodes", "8", "--no-progress"])
+    assert f"wrote {Path(cfg.output_dir) / 'evaluation.json'}\n" in capsys.readouterr().out
+    again = json.loads((Path(cfg.output_dir) / "evaluation.json").read_text())
     assert "run_own_evaluation" not in again  # other episodes: nothing to compare with
 
     # the run's export evaluates as the run does: same agent, same episodes, same figures

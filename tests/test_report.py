@@ -53,9 +53,11 @@ def test_a_run_without_evaluations_prints_its_last_training_record(tmp_path):
     assert "No evaluation in this run" in "\n".join(report_lines(run))
 
 
-def _run_with_episodes(directory: Path, *evals: dict, episodes: int = 64, at_start: bool = True) -> Path:
+def _run_with_episodes(
+    directory: Path, *evals: dict, episodes: int = 64, at_start: bool = True, goals: str = "train"
+) -> Path:
     directory.mkdir()
-    env = {"name": "my_env:MyEnv", "goals": "train"}
+    env = {"name": "my_env:MyEnv", "goals": goals}
     config = CONFIG | {"eval_episodes": episodes, "eval_at_start": at_start, "env": env}
     (directory / "config.json").write_text(json.dumps(config))
     records = [{"env_steps": 64 * i, **e} for i, e in enumerate(evals)]
@@ -85,6 +87,16 @@ def test_a_run_whose_train_success_rose_within_noise_says_it_has_not_measurably_
     assert f"sampled -0.015 at best (noise {2 * (2 * mean * (1 - mean) / 64) ** 0.5:.3f})" in line
     assert "greedy +0.062 at best" in line and "what-the-first-run-tells-you" in line
     assert "not measurably learned" in "\n".join(report_lines(flat))
+
+
+def test_a_run_that_trains_on_its_held_out_set_names_that_set_in_the_line(tmp_path):
+    """`env.goals: test` trains (and evaluates) on the held-out goals: the line must not call them
+    the train goals."""
+    first, last = ({"eval/test/sampled/all": sampled, "eval/test/greedy/all": 0.0} for sampled in (0.2, 0.19))
+    flat = _run_with_episodes(tmp_path / "on_test", first, last, goals="test")
+    printed = before_and_after(flat)
+    assert "no success on the goals it trains on (test) rose beyond evaluation noise" in printed, printed
+    assert "train goals" not in printed
 
 
 def test_a_rise_beyond_noise_at_any_evaluation_in_either_mode_gets_no_such_line(tmp_path):

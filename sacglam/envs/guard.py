@@ -101,13 +101,13 @@ class ProtocolGuard(gymnasium.Wrapper):
                 "candidates, or its code fails on it"
             ) from error
         if (arity := step_arity_problem(result)) is not None:
-            self._fail([arity])
+            self._fail([arity], action)
         obs, reward, terminated, truncated, info = result
         problems = step_value_problems(reward, terminated, truncated, where)
         problems += info_problems(info, where, self._goal_conditioned)
         problems += observation_problems(obs, info, where, self._goal_conditioned)
         if problems:
-            self._fail(problems)
+            self._fail(problems, action)
         reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
         achieved = list(info.get("achieved_goals") or ())
         repeated = [goal for i, goal in enumerate(achieved) if goal in self._reported or goal in achieved[:i]]
@@ -130,13 +130,15 @@ class ProtocolGuard(gymnasium.Wrapper):
                 f"(reward {reward}, terminated {terminated}); relabeled rewards would disagree with the environment's"
             )
         if problems:
-            self._fail(problems)
+            self._fail(problems, action)
         self._candidates = tuple(info["candidates"])
         return obs, reward, terminated, truncated, info
 
-    def _fail(self, problems: list[str]) -> NoReturn:
+    def _fail(self, problems: list[str], action: Any = None) -> NoReturn:
+        """Raise the breach; `action`, for a step, is the action it took (what the author replays)."""
+        took = f"; the step's action was {action!r}" if action is not None else ""
         raise EnvironmentProtocolError(
-            f"{self._name} does not follow the environment protocol: {'; '.join(problems)} {CHECKER_HINT}"
+            f"{self._name} does not follow the environment protocol: {'; '.join(problems)}{took} {CHECKER_HINT}"
         )
 
 

@@ -121,7 +121,10 @@ def run_pipeline(
             download_dir(run_dir / "tensorboard", local / "tensorboard")
             if (run_dir / METRICS_FILE).is_file():
                 (local / METRICS_FILE).write_bytes((run_dir / METRICS_FILE).read_bytes())
-    logger = MetricsLogger(local, keep_until=resumed_at, mirror=None if run_dir.is_local else run_dir)
+    # A fresh run keeps nothing (-1): the directory may hold what an attempt that failed before its
+    # first checkpoint logged, which the same command is told to rerun in place (`kept_note`).
+    kept_until = resumed_at if resumed_at is not None else -1
+    logger = MetricsLogger(local, keep_until=kept_until, mirror=None if run_dir.is_local else run_dir)
     torch.manual_seed(cfg.seed)
     threads = torch.get_num_threads()  # the local runner's learner may set its own: given back at the end
     try:
@@ -158,13 +161,32 @@ def run_pipeline(
                     announce(line)
         announce(f"curves, live: {tensorboard_command(local)}  (then open http://localhost:6006)")
         driver = PipelineDriver(cfg, parts, logger, store, counters, on_chunk, _progress_safe(announce), stop_when)
-        final = driver.run()
+        try:
+            final = driver.run()
+        except Exception as error:  # the error's own line (or traceback) then says what the run kept
+            error.add_note(kept_note(store, run_dir))
+            raise
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
     finally:
         logger.close()
         parts.close()
         torch.set_num_threads(threads)
+
+
+def kept_note(store: CheckpointStore, run_dir: StoragePath) -> str:
+    """What a run that failed after it started kept, and how to go on once the cause is fixed."""
+    try:
+        newest = store.latest()
+        steps = json.loads((newest / "driver.json").read_text())["env_steps"] if newest is not None else None
+    except Exception:  # storage gone with the run: the error itself matters more
+        return "whether the run kept a checkpoint could not be read"
+    if newest is None:
+        return f"the run stopped before its first checkpoint: once fixed, the same command starts it again in {run_dir}"
+    return (
+        f"the run is saved up to its newest checkpoint, {newest.name} ({steps} env steps): once fixed, "
+        f"`sacglam train --resume {run_dir}` continues from it"
+    )
 
 
 def finished_at(checkpoint: StoragePath, total_env_steps: int) -> int | None:
