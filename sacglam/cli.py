@@ -41,7 +41,7 @@ from sacglam.config import (
     env_settings_read,
     env_settings_read_by,
 )
-from sacglam.config_io import ConfigError, from_dict, load_yaml_config, read_yaml
+from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError, user_error_in_remote_text, with_notes
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
@@ -152,7 +152,7 @@ def _run_evaluation_output(cfg: EvalConfig) -> Path | None:
     from sacglam.runtime.storage import StoragePath
 
     assert cfg.run is not None
-    if cfg.output != DEFAULT_EVAL_OUTPUT or not StoragePath(cfg.run).is_local:
+    if cfg.output_given or cfg.output != DEFAULT_EVAL_OUTPUT or not StoragePath(cfg.run).is_local:
         return cfg.output
     return Path(StoragePath(cfg.run).local()) / "evaluation.json"
 
@@ -179,6 +179,8 @@ def _check_output(output: Path | None) -> None:
         raise OutputPathError(f"cannot write {output} ({error.strerror}): choose another --output") from error
     if output.is_dir():
         raise OutputPathError(f"{output} is a directory: --output takes a file name, e.g. {output / 'evaluation.json'}")
+    if not os.access(output if output.exists() else output.parent, os.W_OK):
+        raise OutputPathError(f"cannot write {output} (permission denied): choose another --output")
 
 
 def evaluate(cfg: EvalConfig) -> dict[str, Any]:
@@ -576,6 +578,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         _refuse_flags_the_run_decides(rest)
         if any(a.startswith("--episodes") for a in rest):
             parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
+        if any(a == "--output" or a.startswith("--output=") for a in rest):
+            parsed = replace(parsed, output_given=True)  # kept as given, even when it is the default path
     return parsed
 
 
@@ -699,8 +703,9 @@ def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any
 
 
 def _yaml_mapping(path: str) -> dict[str, Any]:
+    import yaml
 
-    data = read_yaml(Path(path).read_text())
+    data = yaml.safe_load(Path(path).read_text())
     return data if isinstance(data, dict) else {}
 
 
@@ -856,7 +861,7 @@ def evaluation_of_run(path: str) -> EvalConfig | None:
     import yaml
 
     try:
-        data = read_yaml(Path(path).read_text())
+        data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return None  # load_yaml_config says what is wrong with the file
     run_only = {f.name for f in dataclasses.fields(TrainConfig)} - {f.name for f in dataclasses.fields(EvalConfig)}

@@ -581,6 +581,9 @@ class EvalConfig:
     to random play and the expert on the same episodes."""
     run_episodes: Annotated[int | None, tyro.conf.Suppress] = None
     """`--episodes` when given explicitly with `--run` (set by the command line)."""
+    output_given: Annotated[bool, tyro.conf.Suppress] = False
+    """Whether `--output` was given (set by the command line): with `--run`, the default goes
+    into the run's folder instead."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:

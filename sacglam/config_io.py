@@ -26,21 +26,8 @@ class ConfigError(UserInputError, ValueError):
     """A config file that does not fit its dataclass."""
 
 
-class YAMLLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading numbers as YAML 1.2 does: `5e-4` and `1E3` are floats, where
-    YAML 1.1 (PyYAML's) reads a float only with a dot (`5.0e-4`) and leaves `5e-4` a string."""
-
-
-YAMLLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
-
-def read_yaml(text: str) -> Any:
-    """YAML text as Python data, with `YAMLLoader`."""
-    return yaml.load(text, Loader=YAMLLoader)  # noqa: S506 (a SafeLoader subclass)
+# A number in exponent form without a dot (`5e-4`, `1E6`, `-2.5e+3`), which YAML 1.1 leaves a string.
+EXPONENT_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+")
 
 
 def load_yaml_config(cls: type[T], path: str | Path) -> T:
@@ -49,7 +36,7 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = read_yaml(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text()) or {}
     except OSError as error:
         raise ConfigError(f"cannot read config file {path} ({error.strerror}): give a YAML file") from error
     except yaml.YAMLError as error:
@@ -169,5 +156,14 @@ def _convert(tp: Any, value: Any, where: str, base: dict[str, Any] | None = None
         return float(value)
     if tp in (int, bool, str) and type(value) is tp:
         return value
+    if tp in (int, float) and isinstance(value, str) and EXPONENT_NUMBER.fullmatch(value):
+        # YAML 1.1 (PyYAML) reads `5e-4` and `1e6` as strings, where a flag or YAML 1.2 reads numbers
+        number = float(value)
+        if tp is float:
+            return number
+        if number.is_integer():
+            return int(number)
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # `1.0e6` env steps
     name = getattr(tp, "__name__", str(tp))
     raise ConfigError(f"{where}: expected {name}, got {type(value).__name__} {value!r}")

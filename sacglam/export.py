@@ -32,8 +32,9 @@ from sacglam.errors import UserInputError
 
 FORMAT_VERSION = 1
 CANDIDATES_TEMPLATE = (
-    "the observation with the line `Possible actions: <candidates joined by ', '>` inserted before its last line "
-    "when that line ends in ':' (`Action:`), otherwise appended with a final line `Action:`"
+    "the observation without trailing whitespace, with the line `Possible actions: <candidates joined by ', '>` "
+    "inserted before its last line when that line ends in ':' (`Action:`), otherwise appended with a final line "
+    "`Action:`"
 )
 
 

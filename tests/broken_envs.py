@@ -170,6 +170,13 @@ class HeldOutDial(Dial):
         return achieved, reward, terminated, truncated
 
 
+class HeldOutMaps(HeldOutDial):
+    """As HeldOutDial with `leaks`, but it declares that its twin holds out something else than
+    goals (maps, say), so "Reach three" in training is no leak."""
+
+    holds_out_goals = False
+
+
 class BreaksLater(Dial):
     """Correct for `break_at` episodes (per instance), then offers no candidate after a step: a
     bug that shows only mid-run. `broken` (a class switch) is how a test fixes it."""

@@ -180,6 +180,9 @@ def test_candidate_prompt_keeps_every_line_an_environment_wrote():
     )
     for observation in ("Goal: grasp cat\nWhat do you do?", "Goal: grasp cat Action:"):
         assert candidate_prompt(observation, ["a", "b"]) == f"{observation}\nPossible actions: a, b\nAction:"
+    # trailing whitespace (a newline after the cue, a space after it) does not hide the cue
+    for observation in ("Goal: grasp cat\nAction:\n", "Goal: grasp cat\nAction: "):
+        assert candidate_prompt(observation, ["a"]) == "Goal: grasp cat\nPossible actions: a\nAction:"
 
 
 def grads_after(agent, loss_fn):

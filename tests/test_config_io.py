@@ -38,15 +38,21 @@ def test_yaml_values_land_in_nested_dataclasses_with_their_types(tmp_path):
     assert cfg.agent.model == "tiny-seq2seq" and cfg.output_dir == "out"
 
 
-def test_numbers_in_exponent_form_are_floats_as_in_yaml_1_2(tmp_path):
-    """PyYAML (YAML 1.1) reads `5e-4` as a string; a config file reads it as the flag `--sac.actor-lr
-    5e-4` does. A quoted one stays a string, and so the type error names it."""
+def test_a_number_in_exponent_form_fills_a_numeric_setting(tmp_path):
+    """PyYAML (YAML 1.1) reads `5e-4` and `1e4` as strings; a numeric setting reads them as the
+    flags `--sac.actor-lr 5e-4` and `--total-env-steps 10000` do. Untyped values (an environment's
+    `kwargs`) keep what YAML read, and a fraction is no step count."""
     path = tmp_path / "c.yaml"
-    path.write_text("sac: {actor_lr: 5e-4, critic_lr: 1E-3, alpha_lr: 2.5e-4}\ntotal_env_steps: 2048\n")
+    path.write_text(
+        "sac: {actor_lr: 5e-4, critic_lr: 1E-3, alpha_lr: 2.5e-4}\ntotal_env_steps: 1e4\neval_every: 2.0e3\n"
+        "env: {name: 'tests.broken_envs:HeldOutDial', kwargs: {split: 1e3}}\n"
+    )
     cfg = load_yaml_config(TrainConfig, path)
     assert (cfg.sac.actor_lr, cfg.sac.critic_lr, cfg.sac.alpha_lr) == (5e-4, 1e-3, 2.5e-4)
-    path.write_text('sac: {actor_lr: "5e-4"}\n')
-    with pytest.raises(ConfigError, match="actor_lr: expected float, got str '5e-4'"):
+    assert (cfg.total_env_steps, cfg.eval_every) == (10_000, 2_000) and type(cfg.total_env_steps) is int
+    assert cfg.env.kwargs == {"split": "1e3"}
+    path.write_text("total_env_steps: 2.5e0\n")
+    with pytest.raises(ConfigError, match="total_env_steps: expected int, got str '2.5e0'"):
         load_yaml_config(TrainConfig, path)
 
 

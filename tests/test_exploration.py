@@ -220,18 +220,31 @@ def test_a_relabeling_run_whose_environment_reports_no_goal_says_so_once(tmp_pat
     assert f"No goal reported for relabeling by env step {step}" in write_report(tmp_path / "run").read_text()
 
 
-@pytest.mark.parametrize("leaks", [True, False])
-def test_a_held_out_goal_reported_in_training_is_said_once(leaks, tmp_path):
+HELD_OUT_CASES = {  # (environment, its kwargs, its held-out twin's, relabeling): whether the run must say it
+    "a held-out goal reported": ("HeldOutDial", {"leaks": True}, {"split": "test"}, True, True),
+    "a correct twin": ("HeldOutDial", {"leaks": False}, {"split": "test"}, True, False),
+    "a twin that holds out no goal": ("Dial", {}, {"max_steps": 5}, True, False),
+    "an environment that says its twin holds out no goal": ("HeldOutMaps", {}, {"split": "test"}, True, False),
+    "no relabeling, no goal sampler": ("HeldOutDial", {"leaks": True}, {"split": "test"}, False, False),
+}
+
+
+@pytest.mark.parametrize("case", list(HELD_OUT_CASES))
+def test_a_held_out_goal_reported_in_training_is_said_once(case, tmp_path):
     """HeldOutDial holds "Reach three" out; with `leaks` its train split still reports it. The run
-    learns its held-out goals from the held-out evaluation's episodes (a protocol environment has
-    no goal list) and says so once, in a line, the metrics and the report; a correct twin, never."""
+    learns its held-out and train goals from the evaluation's episodes (a protocol environment has
+    no goal list) and says so once, in a line, the metrics and the report, when the run trains on
+    reported goals; never for a correct twin, a twin that shares every goal with the train
+    environment (it holds out something else), or a run that does not use reports."""
+    name, kwargs, held_out_kwargs, her, said_once = HELD_OUT_CASES[case]
     cfg = TrainConfig(
-        env=EnvConfig(name="tests.broken_envs:HeldOutDial", kwargs={"leaks": leaks}, held_out_kwargs={"split": "test"}),
+        env=EnvConfig(name=f"tests.broken_envs:{name}", kwargs=kwargs, held_out_kwargs=held_out_kwargs),
         agent=AgentConfig(model="tiny-causal", critic_width=32),
-        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        algo="sac-her" if her else "sac",
+        sac=(SACConfig.with_her if her else SACConfig)(batch_size=16, random_steps=64),
         num_envs=8,
         total_env_steps=256,
-        eval_episodes=4,
+        eval_episodes=8,
         eval_modes=("greedy",),
         warm_start_steps=0,
         output_dir=str(tmp_path / "run"),
@@ -242,11 +255,12 @@ def test_a_held_out_goal_reported_in_training_is_said_once(leaks, tmp_path):
     lines = [line for line in said if "a goal of its held-out goal set" in line]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["explore/held_out_reported_env_steps"] for r in records if "explore/held_out_reported_env_steps" in r]
+    assert any(r.get("train/episodes", 0) >= 20 for r in records)  # reports came: "Reach three" is 1 turn away
     from sacglam.report import write_report
 
     report = write_report(tmp_path / "run").read_text()
-    if not leaks:
-        assert not lines and not steps and "held-out goal" not in report.lower(), said
+    if not said_once:
+        assert not lines and not steps and "held-out goal was reported" not in report, said
         return
     assert len(lines) == 1 and "'Reach three'" in lines[0], said
     step = int(re.search(r"by env step (\d+)", lines[0]).group(1))

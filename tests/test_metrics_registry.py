@@ -32,7 +32,8 @@ _PLACEHOLDER_VALUES = {
 }
 # Logged only in a Ray process, which the short local runs below do not start.
 RAY_ONLY = {"inference/batches", "sacglam_env_steps", "sacglam_episodes"}
-# Logged only by a run that collects no learning signal (tests/test_exploration.py logs it).
+# Logged only by a run that collects no learning signal, or whose environment reports a held-out
+# goal (tests/test_exploration.py logs them).
 ONLY_WITHOUT_SIGNAL = {
     "explore/no_signal_env_steps",
     "explore/no_report_env_steps",

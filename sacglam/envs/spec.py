@@ -25,7 +25,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 from gymnasium.vector import VectorEnv
@@ -45,9 +45,6 @@ class EnvironmentSpec(ABC):
     """One environment on one goal set. Specs are small, picklable values (Ray ships them)."""
 
     goal_set: str  # the name metric keys use: eval/<goal_set>/...
-    # The held-out twin holds out goals, so a goal of its episodes must never be reported in
-    # training; False where it holds out something else under the same goal texts (other games).
-    holds_out_goals: ClassVar[bool] = True
 
     @abstractmethod
     def make(self) -> gymnasium.Env:
@@ -60,6 +57,12 @@ class EnvironmentSpec(ABC):
     def held_out(self) -> EnvironmentSpec | None:
         """The same environment on its held-out goals, or None when it has none."""
         return None
+
+    def holds_out_goals(self) -> bool:
+        """Whether the held-out twin holds out goals, so that a goal of its episodes must never be
+        reported in training; False where it holds out something else under the same goal texts
+        (other games, maps or levels)."""
+        return True
 
     def prepare(self) -> None:
         """Make what this environment and its held-out twin need on disk (TextWorld: its games),
@@ -238,8 +241,6 @@ class TextWorldSpec(EnvironmentSpec):
     (`held_out_game_path` for `test`); `max_steps` per episode. Building the games (once, into
     the cache) happens here, in the process that makes the spec, before any worker needs them."""
 
-    holds_out_goals: ClassVar[bool] = False  # held-out games, whose goal texts train games share
-
     challenge: str = "coin_collector"
     levels: tuple[int, ...] = (2, 3)
     n_games: int = 10
@@ -294,6 +295,9 @@ class TextWorldSpec(EnvironmentSpec):
         if self.goal_set == "test" or (self.game_path and not self.held_out_game_path):
             return None
         return replace(self, goal_set="test")
+
+    def holds_out_goals(self) -> bool:
+        return False  # held-out games, whose goal texts the train games share
 
     def vocabulary(self) -> tuple[str, ...]:
         """The words random play meets in the train and held-out games, and every entity name."""
@@ -528,6 +532,14 @@ class GymnasiumSpec(EnvironmentSpec):
                     env.reset(seed=0)  # the guard checks it against the protocol
                 finally:
                     env.close()
+
+    def holds_out_goals(self) -> bool:
+        """True unless the environment says otherwise with an attribute `holds_out_goals = False`
+        (its held-out twin holds out maps or levels, say, not goals)."""
+        env = self.make()
+        declared = _attribute(env, "holds_out_goals")
+        env.close()
+        return declared is not False
 
     @property
     def has_expert(self) -> bool:

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from sacglam.config import TrainConfig
-from sacglam.config_io import ConfigError, from_dict, read_yaml
+from sacglam.config_io import ConfigError, from_dict
 
 FORM_KEYS = {"base", "set", "variants", "grid", "seeds", "trial", "max_concurrent", "max_failures", "metric"}
 TRIAL_KEYS = {"cpus", "gpus", "threads"}
@@ -91,7 +93,7 @@ def _apply(target: dict, overrides: dict, where: str) -> None:
 def _yaml(path: Path, where: str) -> dict:
     if not path.exists():
         raise ConfigError(f"{where}: {path} does not exist")
-    data = read_yaml(path.read_text()) or {}
+    data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {path} must hold a mapping")
     return data

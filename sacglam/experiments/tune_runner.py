@@ -79,7 +79,7 @@ def run_trial(param: dict[str, Any]) -> None:
         tune.report({"env_steps": env_steps} | {k: v for k, v in values.items() if isinstance(v, (int, float))})
 
     with metrics_listener(report):
-        run_pipeline(cfg, announce=lambda _: None)
+        run_pipeline(cfg, announce=lambda _: None, resume_hint=False)  # `sacglam tune --resume` retries it
 
 
 def experiment_storage(path: str | Path, form: str, storage: str | Path) -> StoragePath:

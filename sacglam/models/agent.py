@@ -47,16 +47,18 @@ ATTENTION_PROJECTIONS = {
 def candidate_prompt(observation: str, candidates: Sequence[str]) -> str:
     """The observation with a `Possible actions: a, b, c` line before its final cue line.
 
-    The cue is the observation's last line when that line ends in a colon (`Action:` in every
-    environment here, or an environment's own, such as `Your move:`); the list goes just above it.
-    An observation without one (a single line, or one ending in a question) is kept whole, and
-    the list and `Action:` follow it: no text the environment wrote is dropped.
+    The cue is the observation's last line when that line ends in a colon (`Action:` in
+    Playground-Text, BabyAI-Text and the sanity environments, or an environment's own, such as
+    `Your move:`); the list goes just above it. An observation without one (TextWorld's, a single
+    line, one ending in a question) is kept whole, and the list and `Action:` follow it: no text
+    the environment wrote is dropped. Trailing whitespace is dropped, so the prompt ends in the cue.
     """
-    head, newline, last = observation.rpartition("\n")
+    text = observation.rstrip()
+    head, newline, last = text.rpartition("\n")
     actions = f"Possible actions: {', '.join(candidates)}"
-    if newline and last.rstrip().endswith(":"):
+    if newline and last.endswith(":"):
         return f"{head}\n{actions}\n{last}"
-    return f"{observation}\n{actions}\nAction:"
+    return f"{text}\n{actions}\nAction:"
 
 
 class GLAMAgent(nn.Module):

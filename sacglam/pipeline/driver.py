@@ -138,8 +138,10 @@ class PipelineDriver:
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
         spec = cfg.env.spec()
-        self.held_out_by_goal = spec.holds_out_goals
-        self.held_out_goals = held_out_goals(spec)  # grows with the held-out evaluation's episode goals
+        self.held_out_by_goal = spec.holds_out_goals()
+        # Both grow with the evaluation's episode goals (at most eval_episodes each).
+        self.held_out_goals, self.train_goals = known_goals(spec)
+        self.twin_shares_goals = bool(self.held_out_goals & self.train_goals)  # it holds out something else
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
             counters.plan_sent = [-1] * len(parts.workers)
         self.bar = tqdm(
@@ -372,23 +374,30 @@ class PipelineDriver:
         self.logger.log(c.env_steps, {"explore/no_report_env_steps": c.env_steps})
 
     def _check_held_out_reports(self, reported: tuple[str, ...]) -> None:
-        """The first time the partner reports, in training, a goal of the held-out goal set (its
-        list where the spec has one, else the held-out evaluation's episode goals): say so once, in
-        a line and in the metrics (`explore/held_out_reported_env_steps`, which the report shows).
-        Relabeling (or the goal sampler) then trains on it, and the held-out figures no longer
-        measure goals the agent never trained on."""
+        """In a run that trains on reported goals (hindsight relabeling, or a goal sampler that
+        chooses among them), the first time the partner reports, in training, a goal held out:
+        one of the held-out goal set (its list where the spec has one, else the held-out
+        evaluation's episode goals) that is not also a train goal (a twin that holds out maps,
+        not goals, shares them). Said once, in a line and in the metrics
+        (`explore/held_out_reported_env_steps`, which the report shows): the run trains on it,
+        and the held-out figures no longer measure goals the agent never trained on."""
         c = self.c
         if c.held_out_reported_at is not None or not self.held_out_goals:
             return
-        leaked = next((goal for goal in reported if goal in self.held_out_goals), None)
+        relabels = self.cfg.ppo.her if self.schedule.on_policy else self.cfg.sac.her
+        if not relabels and self.cfg.goal_sampler.mode == "environment":
+            return  # reported goals reach no training: nothing is contaminated
+        if self.twin_shares_goals:
+            return  # the two goal sets have a goal in common: the twin holds out something else than goals
+        leaked = next((g for g in reported if g in self.held_out_goals and g not in self.train_goals), None)
         if leaked is None:
             return
         c.held_out_reported_at = c.env_steps
         self.announce(
             f"warning: by env step {c.env_steps} the environment reported {leaked!r} in info['achieved_goals'] during "
-            f"training, a goal of its held-out goal set ({self.cfg.env.held_out.goals}): held-out goals must never be "
-            "reported, or relabeling trains on them and the held-out success no longer measures goals never trained "
-            "on (docs/environments.md)"
+            f"training, a goal of its held-out goal set ({self.cfg.env.held_out.goals}) and not of its train goals: "
+            "held-out goals must never be reported, or the run trains on them (relabeled, or chosen by the goal "
+            "sampler) and held-out success no longer measures goals never trained on (docs/environments.md)"
         )
         self.logger.log(c.env_steps, {"explore/held_out_reported_env_steps": c.env_steps})
 
@@ -440,8 +449,10 @@ class PipelineDriver:
 
         def run_part(part: EvaluationPart) -> list[EpisodeResult]:
             results: list[EpisodeResult] = resolve(rank0.call(LearnerService.evaluate_part, part))
-            if self.held_out_by_goal and part.env.goals != self.cfg.env.goals:
-                self.held_out_goals.update(r.goal for r in results)  # at most eval_episodes distinct goals
+            if self.held_out_by_goal:
+                held_out = part.env.goals != self.cfg.env.goals
+                (self.held_out_goals if held_out else self.train_goals).update(r.goal for r in results)
+                self.twin_shares_goals = bool(self.held_out_goals & self.train_goals)
             return results
 
         with evaluation_bar(parts, self.cfg.progress) as bar:
@@ -536,12 +547,14 @@ class PipelineDriver:
         return final
 
 
-def held_out_goals(spec: EnvironmentSpec) -> set[str]:
-    """The held-out goals known before any evaluation: the held-out goal set's list, where the
-    environment's spec has one and its twin holds out goals (empty otherwise)."""
-    twin = spec.held_out() if spec.holds_out_goals else None
-    goals = twin.goals() if twin is not None else None
-    return set(goals or ())
+def known_goals(spec: EnvironmentSpec) -> tuple[set[str], set[str]]:
+    """(held-out goals, train goals) known before any evaluation: the lists of the held-out goal
+    set and of the train one, where the environment's spec has them and its twin holds out goals
+    (empty otherwise)."""
+    twin = spec.held_out() if spec.holds_out_goals() else None
+    if twin is None:
+        return set(), set()
+    return set(twin.goals() or ()), set(spec.goals() or ())
 
 
 def restore(parts: Components, checkpoint: StoragePath) -> Counters:

@@ -57,11 +57,15 @@ def run_pipeline(
     on_chunk: Callable | None = None,
     announce: Callable[[str], None] = print,
     stop_when: Callable[[dict[str, float]], bool] | None = None,
+    resume_hint: bool = True,
 ) -> dict[str, float]:
     """Train; returns the final evaluation. With `cfg.resume`, continue that run directory from
     its newest checkpoint (nothing after it is kept: metrics past it are dropped too).
     `stop_when(evaluation)`, if given, is asked after every evaluation (its metrics, with
-    `env_steps`); once it returns True the run ends there, before its budget, checkpointed."""
+    `env_steps`); once it returns True the run ends there, before its budget, checkpointed.
+    An error once the run has started carries a note (`kept_note`) of what it kept and of the
+    `sacglam train --resume` command, unless `resume_hint` is False (a Tune trial: the grid's own
+    `--resume` retries it)."""
     if cfg.resume is not None:
         cfg = replace(cfg, output_dir=cfg.resume)
     run_dir = reachable_run_directory(cfg.output_dir)
@@ -103,6 +107,9 @@ def run_pipeline(
             f"(the damaged one is in {moved})",
             file=sys.stderr,
         )
+    # A fresh run in a directory an attempt that failed before its first checkpoint left (its
+    # config.json): that attempt's records go (`kept_note` tells to rerun in place).
+    earlier_attempt = cfg.resume is None and (run_dir / "config.json").exists()
     create_run_directory(run_dir)
     if cfg.resume is None:
         write_run_config(cfg)
@@ -121,9 +128,7 @@ def run_pipeline(
             download_dir(run_dir / "tensorboard", local / "tensorboard")
             if (run_dir / METRICS_FILE).is_file():
                 (local / METRICS_FILE).write_bytes((run_dir / METRICS_FILE).read_bytes())
-    # A fresh run keeps nothing (-1): the directory may hold what an attempt that failed before its
-    # first checkpoint logged, which the same command is told to rerun in place (`kept_note`).
-    kept_until = resumed_at if resumed_at is not None else -1
+    kept_until = resumed_at if resumed_at is not None else (-1 if earlier_attempt else None)
     logger = MetricsLogger(local, keep_until=kept_until, mirror=None if run_dir.is_local else run_dir)
     torch.manual_seed(cfg.seed)
     threads = torch.get_num_threads()  # the local runner's learner may set its own: given back at the end
@@ -164,7 +169,8 @@ def run_pipeline(
         try:
             final = driver.run()
         except Exception as error:  # the error's own line (or traceback) then says what the run kept
-            error.add_note(kept_note(store, run_dir))
+            if resume_hint:
+                error.add_note(kept_note(store, run_dir))
             raise
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
@@ -176,16 +182,22 @@ def run_pipeline(
 
 def kept_note(store: CheckpointStore, run_dir: StoragePath) -> str:
     """What a run that failed after it started kept, and how to go on once the cause is fixed."""
+    location = run_dir.as_location()  # a URI keeps its options (endpoint, region)
     try:
         newest = store.latest()
         steps = json.loads((newest / "driver.json").read_text())["env_steps"] if newest is not None else None
+        leftovers = newest is None and bool(store.root.children())  # a first checkpoint cut short
     except Exception:  # storage gone with the run: the error itself matters more
         return "whether the run kept a checkpoint could not be read"
+    if leftovers:
+        return f"the run stopped while writing its first checkpoint: once fixed, remove {location} and start again"
     if newest is None:
-        return f"the run stopped before its first checkpoint: once fixed, the same command starts it again in {run_dir}"
+        return (
+            f"the run stopped before its first checkpoint: once fixed, the same command starts it again in {location}"
+        )
     return (
         f"the run is saved up to its newest checkpoint, {newest.name} ({steps} env steps): once fixed, "
-        f"`sacglam train --resume {run_dir}` continues from it"
+        f"`sacglam train --resume {location}` continues from it"
     )
 
 
