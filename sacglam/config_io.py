@@ -73,7 +73,7 @@ def from_dict(cls: type[T], data: Any, where: str = "config", base: dict[str, An
     for key in data:
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = f"; did you mean {close[0]!r}?" if close else "."
             raise ConfigError(f"{where}: unknown key {key!r} for {cls.__name__}{hint} Valid keys: {', '.join(fields)}")
     nested, adapted = _nested_defaults(cls, data, base)
     blocks = {key: {} for key in adapted} | data  # a block the class adapted is built even when `data` has none

@@ -64,6 +64,36 @@ def test_a_bad_grid_key_fails_before_anything_runs_naming_the_trial_and_key(tmp_
         load_experiment(path)
     with pytest.raises(ConfigError, match="no form 'gpu'"):
         load_experiment(path, "gpu")
+    with pytest.raises(ConfigError, match=r"grid.yaml:forms.cpu, trial n_stepp=1,seed=0:sac: unknown key"):
+        load_experiment(path)  # the file, the form and the trial
+
+
+BASE = str(ROOT / "tune_configs" / "runs" / "cpu_simple_sac_her.yaml")
+GRID_MISTAKES = {
+    "a seed in the grid": ({"grid": {"seed": [0, 1]}}, r"forms.cpu.grid: `seed` is set by the form's `seeds:`"),
+    "a seed in set": ({"set": {"seed": 3}}, r"forms.cpu.set: `seed` is set by"),
+    "a seed in a variant": ({"variants": {"a": {"seed": 3}}}, r"forms.cpu.variants.a: `seed` is set by"),
+    "a value twice": ({"grid": {"sac.tau": [0.01, 1.0e-2]}}, r"grid.sac.tau: 0.01 is given twice"),
+    "a seed twice": ({"seeds": [0, 0]}, r"seeds: \[0, 0\] gives a seed twice"),
+    "a word for a number": ({"max_concurrent": "two"}, r"max_concurrent: expected an integer >= 1, got 'two'"),
+    "a base that is not there": ({"base": "nothing.yaml"}, r"forms.cpu.base: .*nothing.yaml does not exist"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(GRID_MISTAKES))
+def test_a_grid_that_would_run_other_trials_than_it_says_is_refused_before_any_runs(mistake, tmp_path):
+    """A seed anywhere but `seeds:` was overwritten by it (three trials named seed=0,1,2 all ran
+    seed 0), and a repeated value ran the same trial twice: both are refused, as are limits that
+    are not integers, each in one line naming the file and the key."""
+    form, expected = GRID_MISTAKES[mistake]
+    with pytest.raises(ConfigError, match=expected):
+        load_experiment(_write(tmp_path, {"base": BASE} | form))
+
+
+def test_grid_keys_that_share_their_last_part_keep_trial_names_apart(tmp_path):
+    form = {"base": BASE, "grid": {"sac.gamma": [0.9], "ppo.gamma": [0.99]}}
+    (trial,) = load_experiment(_write(tmp_path, form)).trials
+    assert set(trial.name.split(",")) == {"sac.gamma=0.9", "ppo.gamma=0.99", "seed=0"}  # not gamma=..., gamma=...
 
 
 @pytest.mark.slow

@@ -11,14 +11,15 @@
           ppo: {base: ../runs/cpu_simple_ppo.yaml}
         grid:                                  # dotted config keys -> values: the cartesian product
           sac.n_step: [1, 3, 5]
-        seeds: [0, 1, 2]                       # a grid axis like any other
+        seeds: [0, 1, 2]                       # the seed axis: the one place a trial's seed is set
         trial: {cpus: 1, gpus: 0, threads: 1}  # resources of one trial (plus its Ray actors, if any)
         max_concurrent: 2
         max_failures: 1
         metric: eval/simple-train/sampled/all  # optional: overrides the file's metric for this form
 
 Every trial's config is built and validated (`sacglam.config_io`) when the file is loaded, so a
-typo in a grid key fails before anything runs, naming the file, the trial and the key.
+typo in a grid key fails before anything runs, naming the file, the trial and the key. A `seed`
+in `grid`, `set` or a variant is refused (`seeds:` sets it), as is a grid value given twice.
 """
 
 from __future__ import annotations
@@ -130,20 +131,47 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
             f"{where}.trial: unknown keys {sorted(set(trial_spec) - TRIAL_KEYS)}; allowed: {sorted(TRIAL_KEYS)}"
         )
     variants = spec.get("variants") or {"default": {}}
+    if not isinstance(variants, dict):
+        raise ConfigError(f"{where}.variants: expected a mapping of named variants, got {variants!r}")
     grid = spec.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise ConfigError(f"{where}.grid: expected a mapping of dotted keys to lists of values, got {grid!r}")
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
+        repeated = [v for i, v in enumerate(values) if v in values[:i]]
+        if repeated:
+            raise ConfigError(f"{where}.grid.{key}: {repeated[0]!r} is given twice; each value makes its own trials")
+    for place, overrides in [("grid", grid), ("set", spec.get("set") or {})] + [
+        (f"variants.{name}", v or {}) for name, v in variants.items()
+    ]:
+        if isinstance(overrides, dict) and "seed" in overrides:
+            raise ConfigError(
+                f"{where}.{place}: `seed` is set by the form's `seeds:` list (e.g. seeds: [0, 1, 2]), which "
+                "makes one trial per seed; move it there"
+            )
     seeds = spec.get("seeds", [0])
-    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-        raise ConfigError(f"{where}.seeds: expected a list of integers, got {seeds!r}")
+    if not isinstance(seeds, list) or not seeds or not all(type(s) is int for s in seeds):
+        raise ConfigError(f"{where}.seeds: expected a non-empty list of integers, got {seeds!r}")
+    if len(set(seeds)) < len(seeds):
+        raise ConfigError(f"{where}.seeds: {seeds!r} gives a seed twice")
+    limits = {}
+    for key, default, least in (("max_concurrent", 1, 1), ("max_failures", 1, 0)):
+        value = spec.get(key, default)
+        if type(value) is not int or value < least:
+            raise ConfigError(f"{where}.{key}: expected an integer >= {least}, got {value!r}")
+        limits[key] = value
+    # a grid key's last part names it in trial names, unless two keys share it (sac.gamma, ppo.gamma)
+    last_parts = [key.split(".")[-1] for key in grid]
+    labels = [part if last_parts.count(part) == 1 else key for key, part in zip(grid, last_parts)]
     trials = []
     for variant, variant_spec in variants.items():
         variant_spec = dict(variant_spec or {})
+        base_where = f"{where}.variants.{variant}.base" if "base" in variant_spec else f"{where}.base"
         base_file = path.parent / variant_spec.pop("base", spec["base"])
         for values in itertools.product(*grid.values()):
             for seed in seeds:
-                config = _yaml(base_file, f"{where}.variants.{variant}")
+                config = _yaml(base_file, base_where)
                 _apply(config, spec.get("set", {}), f"{where}.set")
                 _apply(config, variant_spec, f"{where}.variants.{variant}")
                 coordinates: dict[str, Any] = {"variant": variant}
@@ -153,10 +181,13 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
                 config["seed"] = seed
                 coordinates["seed"] = seed
                 parts = [variant] if len(variants) > 1 or variant != "default" else []
-                parts += [f"{key.split('.')[-1]}={_label(v)}" for key, v in zip(grid, values)] + [f"seed={seed}"]
+                parts += [f"{label}={_label(v)}" for label, v in zip(labels, values)] + [f"seed={seed}"]
                 name = ",".join(parts)
                 trial = Trial(name=name, coordinates=coordinates, config=config)
-                trial.train_config()  # validate now: a bad key fails before anything runs
+                try:
+                    trial.train_config()  # validate now: a bad key fails before anything runs
+                except ConfigError as error:
+                    raise ConfigError(f"{where}, trial {error.one_line()}") from error
                 trials.append(trial)
     return ExperimentForm(
         experiment=path.stem,
@@ -165,7 +196,7 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
         metric=str(spec.get("metric", data.get("metric", ""))),
         trials=tuple(trials),
         resources=TrialResources(**trial_spec),
-        max_concurrent=int(spec.get("max_concurrent", 1)),
-        max_failures=int(spec.get("max_failures", 1)),
+        max_concurrent=limits["max_concurrent"],
+        max_failures=limits["max_failures"],
         grid_keys=tuple(grid),
     )
