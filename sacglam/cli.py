@@ -471,6 +471,13 @@ def tune(args: TuneArgs) -> Path:
     if not remote.is_local:  # `directory` is the local copy
         upload_dir(directory, remote)
         print(f"and in {remote}")
+    incomplete = json.loads((directory / "experiment.json").read_text()).get("incomplete", [])
+    if incomplete:  # the summary counts them as unfinished; a script must not read this as success
+        raise SystemExit(
+            f"sacglam: {len(incomplete)} trial(s) stopped before their budget (failed or interrupted): "
+            f"{', '.join(incomplete)}; continue them with `sacglam tune {args.experiment} --form {args.form} "
+            f"--storage {args.storage} --resume`"
+        )
     return directory
 
 

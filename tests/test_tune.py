@@ -1,6 +1,7 @@
 """Experiment files and Ray Tune grids: every file in tune_configs/experiments/ expands into valid trials; a
 2x2 CPU grid with the tiny model runs end to end through Tune into one table and one plot."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -155,6 +156,25 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path, ray_
     assert png.stat().st_size > 10_000
     text = summary.read_text()
     assert "n_step=1" in text and "n_step=3" in text and "| 2 |" in text  # two seeds per configuration
+    assert (
+        "unfinished" not in text.split("|", 1)[1]
+        and json.loads((directory / "experiment.json").read_text())["incomplete"] == []
+    )
+    # each trial writes its report, as `sacglam train` does (its lines are read there)
+    assert all((directory / trial / "run" / "report.md").is_file() for trial in trials)
+    # a metric no trial logged: one line naming those it could be, and the summary stays as it was
+    from sacglam.experiments.results import UnknownMetricError
+
+    with pytest.raises(UnknownMetricError, match=r"eval/simple-tset/greedy/all.*choose one of eval/simple-"):
+        plot_experiment(directory, "eval/simple-tset/greedy/all")
+    assert summary.read_text() == text
+    # a trial stopped before its budget (interrupted, failed) is counted as unfinished in the summary
+    import pyarrow as pa
+
+    cut = [r for r in rows if not (r["trial"] == "n_step=3,seed=1" and r["env_steps"] > 128)]
+    pq.write_table(pa.Table.from_pylist(cut), directory / "results.parquet")
+    _, summary = plot_experiment(directory)
+    assert "| n_step=3 | 2 (1 unfinished) |" in summary.read_text() and "| n_step=1 | 2 |" in summary.read_text()
 
 
 def test_a_retried_trial_resumes_from_its_intact_checkpoint_and_restarts_when_none_is(tmp_path, monkeypatch):
@@ -214,3 +234,27 @@ def test_a_retried_trial_resumes_from_its_intact_checkpoint_and_restarts_when_no
     run_trial(param)
     assert not (run / "marker").exists() and not list((run / "checkpoints").glob("damaged-*"))  # afresh
     assert sorted(p.name for p in (run / "checkpoints").glob("step-*")) == ["step-000000128", "step-000000256"]
+
+
+def test_a_grid_with_trials_short_of_their_budget_ends_with_a_failing_status(tmp_path, monkeypatch, capsys):
+    """Ctrl-C or a trial that failed past its retries: `sacglam tune` prints the summary, then
+    exits with status 1 naming the trials and the command that continues them (a job script must
+    not read it as a success)."""
+    from sacglam.cli import main
+    from sacglam.experiments import results, tune_runner
+
+    directory = tmp_path / "grid-cpu"
+    directory.mkdir()
+    (directory / "experiment.json").write_text(json.dumps({"incomplete": ["n_step=3,seed=1"]}))
+    (directory / "summary.md").write_text("the summary")
+    monkeypatch.setattr(tune_runner, "run_grid", lambda *args: directory)
+    monkeypatch.setattr(results, "plot_experiment", lambda d: (d / "plot.png", d / "summary.md"))
+    grid = _write(tmp_path, {"base": BASE})
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", str(grid), "--storage", str(tmp_path)])
+    assert "the summary" in capsys.readouterr().out
+    assert (
+        "1 trial(s) stopped before their budget (failed or interrupted): n_step=3,seed=1; continue them with "
+        in str(stop.value.code)
+        and f"sacglam tune {grid} --form cpu --storage {tmp_path} --resume" in str(stop.value.code)
+    )

@@ -1,12 +1,14 @@
 """An experiment's results: one tidy table, the paper's plot layout and a summary.
 
 The table (`results.csv`, `results.parquet`) has one row per trial and env step: the trial's name,
-its coordinates (variant, grid values, seed), `env_steps`, `seconds` (training time, evaluations
-excluded) and every metric logged at that step (training and evaluation records merged).
+its coordinates (variant, grid values, seed), its `budget` (total_env_steps), `env_steps`,
+`seconds` (training time, evaluations excluded) and every metric logged at that step (training
+and evaluation records merged).
 
 `sacglam plot DIR` reads it and writes `plot.png` (success against env steps and against seconds,
 mean and standard deviation over seeds, one curve per configuration) and `summary.md` (final
-success, env steps to 0.8, area under the curve).
+success, env steps to 0.8, area under the curve; seeds whose trial stopped before its budget are
+counted as unfinished).
 """
 
 from __future__ import annotations
@@ -32,8 +34,14 @@ class ExperimentNotFoundError(UserInputError, FileNotFoundError):
 THRESHOLD = 0.8
 
 
-def trial_rows(trial_name: str, coordinates: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
-    """One row per env step of a run's `metrics.jsonl`."""
+class UnknownMetricError(UserInputError, KeyError):
+    """A metric no trial of the experiment logged."""
+
+
+def trial_rows(
+    trial_name: str, coordinates: dict[str, Any], run_dir: Path, budget: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per env step of a run's `metrics.jsonl` (`budget`: the trial's total_env_steps)."""
     by_step: dict[int, dict[str, Any]] = {}
     for record in read_metrics(run_dir):
         by_step.setdefault(record["env_steps"], {}).update(record)
@@ -43,7 +51,7 @@ def trial_rows(trial_name: str, coordinates: dict[str, Any], run_dir: Path) -> l
         row = (
             {"trial": trial_name}
             | {k: v for k, v in coordinates.items()}
-            | {"env_steps": step, "seconds": record.get("time/train_seconds")}
+            | {"budget": budget, "env_steps": step, "seconds": record.get("time/train_seconds")}
         )
         row |= {k: v for k, v in record.items() if k not in ("env_steps",) and isinstance(v, (int, float))}
         rows.append(row)
@@ -55,7 +63,7 @@ def write_results_table(experiment_dir: Path, experiment, trial_paths: dict[str,
     for trial in experiment.trials:  # the experiment's order: grid values as written, seeds last
         run_dir = trial_paths[trial.name] / "run" if trial.name in trial_paths else None
         if run_dir is not None and (run_dir / METRICS_FILE).exists():
-            rows += trial_rows(trial.name, trial.coordinates, run_dir)
+            rows += trial_rows(trial.name, trial.coordinates, run_dir, trial.train_config().total_env_steps)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     table = pa.table({c: [row.get(c) for row in rows] for c in columns}) if rows else pa.table({})
     pq.write_table(table, experiment_dir / "results.parquet")
@@ -104,6 +112,15 @@ def curves(rows: list[dict[str, Any]], metric: str, coordinate_keys: list[str]) 
     return out
 
 
+def incomplete_trials(experiment, rows: list[dict[str, Any]]) -> list[str]:
+    """The names of the experiment's trials whose records stop before their budget (or that have
+    none): interrupted, failed, or not started."""
+    reached: dict[str, int] = {}
+    for row in rows:
+        reached[row["trial"]] = max(reached.get(row["trial"], -1), int(row["env_steps"]))
+    return [t.name for t in experiment.trials if reached.get(t.name, -1) < t.train_config().total_env_steps]
+
+
 def _mean_std(values: list[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
@@ -145,18 +162,34 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
     info_path = experiment_dir / "experiment.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     rows = load_table(experiment_dir)
+    logged = sorted({k for row in rows for k, v in row.items() if k.startswith("eval/") and v is not None})
+    if not logged:
+        raise ExperimentNotFoundError(f"{experiment_dir}: no trial has an evaluation record yet; nothing to plot")
+    metric = metric or info.get("metric") or next((k for k in logged if k.endswith("/sampled/all")), logged[0])
+    if not any(row.get(metric) is not None for row in rows):
+        shown = ", ".join(k for k in logged if k.endswith("/all")) or ", ".join(logged[:8])
+        raise UnknownMetricError(
+            f"no trial in {experiment_dir} logged the metric {metric!r}: choose one of {shown} (--metric)"
+        )
     coordinate_keys = ["variant", *info.get("grid_keys", []), "seed"]
-    metric = (
-        metric or info.get("metric") or next(k for k in rows[0] if k.startswith("eval/") and k.endswith("/sampled/all"))
-    )
     data = curves(rows, metric, coordinate_keys)
+    stopped = defaultdict(set)  # configuration -> seeds whose trial ended before its budget
+    last: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["trial"] not in last or row["env_steps"] >= last[row["trial"]]["env_steps"]:
+            last[row["trial"]] = row
+    for row in last.values():
+        if row.get("budget") is not None and row["env_steps"] < row["budget"]:
+            stopped[_configuration(row, coordinate_keys)].add(row.get("seed"))
     fig, (by_steps, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5))
     lines = [
         f"# {info.get('experiment', experiment_dir.name)} ({info.get('form', '')})",
         "",
         info.get("description", ""),
         "",
-        f"Metric: `{metric}`; mean ± std over seeds; area under the curve normalised by the env-step range.",
+        f"Metric: `{metric}`; mean ± standard deviation over seeds (population, ddof 0); area under the curve "
+        "normalised by the env-step range. `(k unfinished)`: k seeds whose trial stopped before its budget (their "
+        "last record counts as final).",
         "",
         f"| configuration | seeds | final | env steps to {THRESHOLD} (per seed) | AUC |",
         "| --- | --- | --- | --- | --- |",
@@ -174,8 +207,9 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
             axis.fill_between(x, lows, highs, alpha=0.2)
         summary = summarize(per_seed)
         hits = ", ".join("not reached" if h is None else f"{h / 1000:.1f}k" for h in summary["steps_to_threshold"])
+        unfinished = f" ({len(stopped[configuration])} unfinished)" if stopped.get(configuration) else ""
         lines.append(
-            f"| {configuration} | {summary['seeds']} | {summary['final_mean']:.2f} ± {summary['final_std']:.2f} "
+            f"| {configuration} | {summary['seeds']}{unfinished} | {summary['final_mean']:.2f} ± {summary['final_std']:.2f} "
             f"| {hits} | {summary['auc']:.2f} |"
         )
     by_steps.set(xlabel="env steps", ylabel=metric, ylim=(0, 1))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sacglam.errors import UserInputError
-from sacglam.experiments.results import ExperimentNotFoundError, write_results_table
+from sacglam.experiments.results import ExperimentNotFoundError, incomplete_trials, load_table, write_results_table
 from sacglam.experiments.spec import Trial, load_experiment
 from sacglam.pipeline.ray_cluster import connect
 from sacglam.report import METRICS_FILE
@@ -80,6 +80,22 @@ def run_trial(param: dict[str, Any]) -> None:
 
     with metrics_listener(report):
         run_pipeline(cfg, announce=lambda _: None, resume_hint=False)  # `sacglam tune --resume` retries it
+    write_trial_report(run_dir)
+
+
+def write_trial_report(run_dir: StoragePath) -> None:
+    """The trial's `report.md` and `curves.png`, as `sacglam train` writes them: its lines (no
+    learning signal, a held-out goal reported, no rise beyond noise) are read there, since a
+    trial's own printed lines go nowhere."""
+    from sacglam.report import write_report
+    from sacglam.runtime.storage import staging_dir, upload_dir
+
+    local = staging_dir(run_dir)  # the run directory itself, or the local copy of a URI run's metrics
+    if not run_dir.is_local:
+        (local / "config.json").write_bytes((run_dir / "config.json").read_bytes())
+    write_report(local)
+    if not run_dir.is_local:
+        upload_dir(local, run_dir)
 
 
 def experiment_storage(path: str | Path, form: str, storage: str | Path) -> StoragePath:
@@ -171,13 +187,13 @@ def run_grid(
                 (local / trial / "run").mkdir(parents=True, exist_ok=True)
                 (local / trial / "run" / METRICS_FILE).write_bytes(metrics.read_bytes())
     write_results_table(local, experiment, trial_dirs)
+    incomplete = incomplete_trials(experiment, load_table(local))  # failed, interrupted (Ctrl-C) or not started
+    info = json.loads((local / "experiment.json").read_text())
+    (local / "experiment.json").write_text(json.dumps(info | {"incomplete": incomplete}, indent=2))
     if not experiment_dir.is_local:
         upload_dir(local, experiment_dir)
     if errors:
-        print(
-            f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}; "
-            f"rerun with --resume to retry them"
-        )
+        print(f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}")
     return local
 
 
