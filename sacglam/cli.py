@@ -40,6 +40,7 @@ from sacglam.config import (
     TrainConfig,
     env_settings_read,
     env_settings_read_by,
+    unread_env_setting,
 )
 from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
@@ -545,6 +546,10 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
             from_file = _yaml_mapping(rest[at + 1])
         except Exception:  # a missing or broken file: load_yaml_config below says what is wrong
             from_file = {}
+        env_block = from_file.get("env")  # the file's own environment (one a flag names instead gets none of it)
+        if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, env_block.get("name")):
+            if unread := unread_env_setting(env_block):
+                raise UsageError(f"{rest[at + 1]}: {unread}")
         if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):
             # the file's environment would have its words collected (random play: seconds to a minute)
             # only for flags to replace it: `_resolve_again` collects the final environment's

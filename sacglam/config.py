@@ -6,6 +6,7 @@ construction and names the rule that broke and how to fix it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +44,27 @@ def env_is_built_in(name: str) -> bool:
     """Whether `name` is one of the environments this project ships its own settings for
     (Playground-Text, BabyAI-Text, TextWorld), rather than a protocol environment."""
     return name in _ENV_FIELDS_READ
+
+
+def unread_env_setting(env: dict[str, Any]) -> str | None:
+    """A one-line reason when the mapping `env` (a config file's `env` block) sets, to other than
+    its default, a setting the environment it names never reads (`max_steps: 10` for a
+    `module:Class` one, `level` for Playground-Text): it would change nothing, silently. None when
+    every setting it gives is read (a run's config.json holds the unread ones at their defaults)."""
+    name = str(env.get("name", "playground-text"))
+    read = set(env_settings_read_by(name))
+    defaults = {f.name: f.default for f in dataclasses.fields(EnvConfig)}
+    for key, value in env.items():
+        if key in read or key not in defaults or value == defaults[key]:
+            continue
+        readers = [kind for kind in _ENV_FIELDS_READ if key in env_settings_read_by(kind)]
+        fix = (
+            "pass the environment's own settings in env.kwargs (docs/environments.md)"
+            if "kwargs" in read
+            else ("it has no such setting")
+        )
+        return f"env.{key} is a setting of {', '.join(readers)}, which env.name {name!r} does not read: {fix}"
+    return None
 
 
 def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:

@@ -144,6 +144,11 @@ BAD_INPUTS = {
         ["evaluate", "--run", "{tmp}/none", "--policies", "expert", "--agent.model", "tiny-causal"],
         "--policies, --agent.model do not apply with --run: it evaluates the run's own agent",
     ),
+    "train: a config file's env setting its environment never reads": (
+        ["train", "--config", "{tmp}/unread.yaml", "--output-dir", "{tmp}/run"],
+        "unread.yaml: env.max_steps is a setting of playground-text, babyai-text, textworld, which env.name "
+        "'tests.broken_envs:Dial' does not read",
+    ),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),
     "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),
@@ -155,6 +160,7 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])
     args, expected = BAD_INPUTS[case]
     (tmp_path / "bad.yaml").write_text("algo: [sac\n")
+    (tmp_path / "unread.yaml").write_text("env: {name: 'tests.broken_envs:Dial', max_steps: 10}\n")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{not json")
     for name, content in (("binary", b"\xff\xfe{"), ("listed", b"[1, 2]")):

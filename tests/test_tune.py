@@ -78,6 +78,11 @@ GRID_MISTAKES = {
     "a seed twice": ({"seeds": [0, 0]}, r"seeds: \[0, 0\] gives a seed twice"),
     "a word for a number": ({"max_concurrent": "two"}, r"max_concurrent: expected an integer >= 1, got 'two'"),
     "a base that is not there": ({"base": "nothing.yaml"}, r"forms.cpu.base: .*nothing.yaml does not exist"),
+    "a grid over a setting the environment never reads": (
+        {"set": {"env": {"name": "tests.broken_envs:Dial", "goals": "train"}}, "grid": {"env.max_steps": [3, 5]}},
+        r"trial max_steps=3,seed=0: env.max_steps is a setting of playground-text, babyai-text, textworld, which "
+        r"env.name 'tests.broken_envs:Dial' does not read: pass the environment's own settings in env.kwargs",
+    ),
 }
 
 

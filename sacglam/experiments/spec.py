@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from sacglam.config import TrainConfig
+from sacglam.config import TrainConfig, unread_env_setting
 from sacglam.config_io import ConfigError, from_dict
 
 FORM_KEYS = {"base", "set", "variants", "grid", "seeds", "trial", "max_concurrent", "max_failures", "metric"}
@@ -98,6 +98,18 @@ def _yaml(path: Path, where: str) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {path} must hold a mapping")
     return data
+
+
+def _env_keys(*overrides: Any) -> set[str]:
+    """The `env` settings that overrides (`grid`, `set`, a variant; nested or dotted keys) give."""
+    keys = set()
+    for mapping in overrides:
+        for key, value in (mapping or {}).items() if isinstance(mapping, dict) else ():
+            if key == "env" and isinstance(value, dict):
+                keys |= {str(k) for k in value}
+            elif str(key).startswith("env."):
+                keys.add(str(key).split(".")[1])
+    return keys
 
 
 def _label(value: Any) -> str:
@@ -188,6 +200,10 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
                     trial.train_config()  # validate now: a bad key fails before anything runs
                 except ConfigError as error:
                     raise ConfigError(f"{where}, trial {error.one_line()}") from error
+                env: dict[str, Any] = config["env"] if isinstance(config.get("env"), dict) else {}
+                given = {k: env[k] for k in _env_keys(grid, spec.get("set"), variant_spec) if k in env}
+                if unread := unread_env_setting({**given, "name": env.get("name", "playground-text")}):
+                    raise ConfigError(f"{where}, trial {name}: {unread}")  # what the grid sets, not its base
                 trials.append(trial)
     return ExperimentForm(
         experiment=path.stem,
