@@ -157,6 +157,14 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path, ray_
             assert (a[key] is None and b[key] is None) or a[key] == pytest.approx(b[key]), key
     with pytest.raises(FileNotFoundError, match="results.parquet or results.csv"):
         load_table(tmp_path / "nowhere")
+    # a resume of the grid after its file changed would rerun the old grid silently: refused
+    from sacglam.experiments.tune_runner import ExperimentChangedError
+
+    changed = yaml.safe_load(path.read_text())
+    changed["forms"]["cpu"]["grid"]["sac.n_step"] = [1, 3, 5]
+    path.write_text(yaml.safe_dump(changed))
+    with pytest.raises(ExperimentChangedError, match="now makes other trials than"):
+        run_grid(path, "cpu", storage=tmp_path / "tune", resume=True)
     png, summary = plot_experiment(directory)
     assert png.stat().st_size > 10_000
     text = summary.read_text()

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import asdict, replace
@@ -33,6 +34,16 @@ from sacglam.pipeline.ray_cluster import connect
 from sacglam.report import METRICS_FILE
 from sacglam.run_directory import reachable_run_directory
 from sacglam.runtime.storage import StoragePath, is_uri, staging_dir, upload_dir
+
+
+class ExperimentChangedError(UserInputError):
+    """`--resume` of a grid whose file now makes other trials than the experiment was run with."""
+
+
+def trials_fingerprint(trials: tuple[Trial, ...]) -> str:
+    """A hash of the trials (names, coordinates, configs): what `--resume` must find unchanged."""
+    text = json.dumps([asdict(t) for t in trials], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class ExperimentExistsError(UserInputError, FileExistsError):
@@ -133,15 +144,25 @@ def run_grid(
     ]
     bundles = trial_bundles(experiment.trials[0], experiment.resources)
     trainable = tune.with_resources(run_trial, tune.PlacementGroupFactory(bundles))
+    fingerprint = trials_fingerprint(experiment.trials)
+    stored = experiment_dir / "experiment.json"
     if resume:
         if not tune.Tuner.can_restore(tune_path):
             raise ExperimentNotFoundError(f"{experiment_dir} holds no Tune experiment to resume; run without --resume")
+        first = json.loads(stored.read_text()).get("fingerprint") if stored.is_file() else None
+        if first is not None and first != fingerprint:  # Tune would rerun the grid it first saved, silently
+            raise ExperimentChangedError(
+                f"{path} (form {form}) now makes other trials than {experiment_dir} was run with: --resume continues "
+                "the grid as it was first run; run the changed grid under another --storage, or undo the change"
+            )
         tuner = tune.Tuner.restore(tune_path, trainable, resume_errored=True)
     else:
         if experiment_dir.exists():
             raise ExperimentExistsError(
                 f"{experiment_dir} already holds this experiment: continue it with --resume, or pass another --storage"
             )
+        experiment_dir.mkdir()
+        stored.write_text(json.dumps({"source": str(path), "form": form, "fingerprint": fingerprint}, indent=2))
         tuner = tune.Tuner(
             trainable,
             param_space={"__trial__": tune.grid_search(params)},
@@ -171,6 +192,7 @@ def run_grid(
                 "metric": experiment.metric,
                 "grid_keys": list(experiment.grid_keys),
                 "source": str(path),
+                "fingerprint": fingerprint,
             },
             indent=2,
         )
