@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -53,11 +54,12 @@ def unread_env_setting(env: dict[str, Any]) -> str | None:
     every setting it gives is read (a run's config.json holds the unread ones at their defaults)."""
     name = str(env.get("name", "playground-text"))
     read = set(env_settings_read_by(name))
-    defaults = {f.name: f.default for f in dataclasses.fields(EnvConfig)}
+    defaults = _plain(dataclasses.asdict(EnvConfig()))  # as a file or config.json writes them (lists, not tuples)
     for key, value in env.items():
-        if key in read or key not in defaults or value == defaults[key]:
+        if key in read or key not in defaults or _plain(value) == defaults[key]:
             continue
         readers = [kind for kind in _ENV_FIELDS_READ if key in env_settings_read_by(kind)]
+        readers += ["protocol environments (module:Class, gymnasium ids)"] if key in _PROTOCOL_FIELDS_READ else []
         fix = (
             "pass the environment's own settings in env.kwargs (docs/environments.md)"
             if "kwargs" in read
@@ -65,6 +67,11 @@ def unread_env_setting(env: dict[str, Any]) -> str | None:
         )
         return f"env.{key} is a setting of {', '.join(readers)}, which env.name {name!r} does not read: {fix}"
     return None
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON reads it back (tuples as lists), so that a file's values compare with defaults."""
+    return json.loads(json.dumps(value, default=str))
 
 
 def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:

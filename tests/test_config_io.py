@@ -159,3 +159,20 @@ def test_the_help_names_the_config_file_flag_the_parser_does_not_list(command, c
         parse([command, "--help"])
     assert stop.value.code == 0
     assert "--config FILE.yaml: a run config" in capsys.readouterr().out
+
+
+def test_an_unread_env_setting_is_found_only_where_a_file_changes_it():
+    """A whole config as written out (config.json, or a YAML dump of one: tuples as lists, empty
+    kwargs) sets every env field at its default: nothing to refuse; a changed one is named."""
+    import dataclasses
+    import json
+
+    from sacglam.config import unread_env_setting
+
+    for env in (EnvConfig(), EnvConfig(name="tests.broken_envs:Dial", goals="train")):
+        written = json.loads(json.dumps(dataclasses.asdict(env), default=str))
+        assert unread_env_setting(written) is None
+        assert unread_env_setting(yaml.safe_load(yaml.safe_dump(written))) is None
+    dial = {"name": "tests.broken_envs:Dial", "max_steps": 10}
+    assert unread_env_setting(dial).startswith("env.max_steps is a setting of playground-text, babyai-text, textworld")
+    assert "env.kwargs is a setting of protocol environments" in unread_env_setting({"kwargs": {"n": 1}})

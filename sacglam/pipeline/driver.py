@@ -22,7 +22,6 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from sacglam.config import TrainConfig
-from sacglam.envs.spec import EnvironmentSpec
 from sacglam.evaluation import OVERALL, EvaluationPart, evaluation_bar, run_evaluation, training_evaluation
 from sacglam.goal_sampler.service import GoalSamplerService
 from sacglam.inference.server import InferenceServer
@@ -137,11 +136,12 @@ class PipelineDriver:
         self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
-        spec = cfg.env.spec()
-        self.held_out_by_goal = spec.holds_out_goals()
-        # Both grow with the evaluation's episode goals (at most eval_episodes each).
-        self.held_out_goals, self.train_goals = known_goals(spec)
-        self.twin_shares_goals = bool(self.held_out_goals & self.train_goals)  # it holds out something else
+        self.held_out_by_goal = cfg.env.spec().holds_out_goals()
+        # The goals of the evaluations' episodes (at most eval_episodes each): only evaluation reads
+        # an environment's goal list, so that nothing of training depends on it (autotelic mode).
+        self.held_out_goals: set[str] = set()
+        self.train_goals: set[str] = set()
+        self.twin_shares_goals = False  # the two share a goal: the twin holds out something else
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
             counters.plan_sent = [-1] * len(parts.workers)
         self.bar = tqdm(
@@ -376,9 +376,8 @@ class PipelineDriver:
     def _check_held_out_reports(self, reported: tuple[str, ...]) -> None:
         """In a run that trains on reported goals (hindsight relabeling, or a goal sampler that
         chooses among them), the first time the partner reports, in training, a goal held out:
-        one of the held-out goal set (its list where the spec has one, else the held-out
-        evaluation's episode goals) that is not also a train goal (a twin that holds out maps,
-        not goals, shares them). Said once, in a line and in the metrics
+        one of the held-out evaluation's episodes that no train evaluation episode had (a twin
+        that holds out maps, not goals, shares them). Said once, in a line and in the metrics
         (`explore/held_out_reported_env_steps`, which the report shows): the run trains on it,
         and the held-out figures no longer measure goals the agent never trained on."""
         c = self.c
@@ -545,16 +544,6 @@ class PipelineDriver:
         self.publish(wait=True)
         self._resume_clock()
         return final
-
-
-def known_goals(spec: EnvironmentSpec) -> tuple[set[str], set[str]]:
-    """(held-out goals, train goals) known before any evaluation: the lists of the held-out goal
-    set and of the train one, where the environment's spec has them and its twin holds out goals
-    (empty otherwise)."""
-    twin = spec.held_out() if spec.holds_out_goals() else None
-    if twin is None:
-        return set(), set()
-    return set(twin.goals() or ()), set(spec.goals() or ())
 
 
 def restore(parts: Components, checkpoint: StoragePath) -> Counters:
