@@ -475,7 +475,7 @@ def tune(args: TuneArgs) -> Path:
     incomplete = json.loads((directory / "experiment.json").read_text()).get("incomplete", [])
     if incomplete:  # the summary counts them as unfinished; a script must not read this as success
         raise SystemExit(
-            f"sacglam: {len(incomplete)} trial(s) stopped before their budget (failed or interrupted): "
+            f"sacglam: {len(incomplete)} trial(s) failed or stopped before their budget: "
             f"{', '.join(incomplete)}; continue them with `sacglam tune {args.experiment} --form {args.form} "
             f"--storage {args.storage} --resume`"
         )
@@ -547,7 +547,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         except Exception:  # a missing or broken file: load_yaml_config below says what is wrong
             from_file = {}
         env_block = from_file.get("env")  # the file's own environment (one a flag names instead gets none of it)
-        if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, env_block.get("name")):
+        named = env_block.get("name", "playground-text") if isinstance(env_block, dict) else None
+        if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, named):
             if unread := unread_env_setting(env_block):
                 raise UsageError(f"{rest[at + 1]}: {unread}")
         if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):

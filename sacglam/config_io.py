@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import re
 import types
 from pathlib import Path
@@ -159,9 +160,9 @@ def _convert(tp: Any, value: Any, where: str, base: dict[str, Any] | None = None
     if tp in (int, float) and isinstance(value, str) and EXPONENT_NUMBER.fullmatch(value):
         # YAML 1.1 (PyYAML) reads `5e-4` and `1e6` as strings, where a flag or YAML 1.2 reads numbers
         number = float(value)
-        if tp is float:
+        if tp is float and math.isfinite(number):
             return number
-        if number.is_integer():
+        if math.isfinite(number) and number.is_integer():
             return int(number)
     if tp is int and isinstance(value, float) and value.is_integer():
         return int(value)  # `1.0e6` env steps

@@ -54,6 +54,9 @@ def test_a_number_in_exponent_form_fills_a_numeric_setting(tmp_path):
     path.write_text("total_env_steps: 2.5e0\n")
     with pytest.raises(ConfigError, match="total_env_steps: expected int, got str '2.5e0'"):
         load_yaml_config(TrainConfig, path)
+    path.write_text("sac: {tau: 1e400}\n")  # no infinity out of a typo
+    with pytest.raises(ConfigError, match="tau: expected float, got str '1e400'"):
+        load_yaml_config(TrainConfig, path)
 
 
 def test_a_nested_block_keeps_the_run_defaults_the_help_shows_for_what_it_leaves_out(tmp_path):

@@ -75,6 +75,10 @@ GRID_MISTAKES = {
     "a seed in set": ({"set": {"seed": 3}}, r"forms.cpu.set: `seed` is set by"),
     "a seed in a variant": ({"variants": {"a": {"seed": 3}}}, r"forms.cpu.variants.a: `seed` is set by"),
     "a value twice": ({"grid": {"sac.tau": [0.01, 1.0e-2]}}, r"grid.sac.tau: 0.01 is given twice"),
+    "a value twice, once in exponent form": (
+        {"grid": {"sac.tau": [0.01, "1e-2"]}},
+        r"grid.sac.tau: '1e-2' is given twice",
+    ),
     "a seed twice": ({"seeds": [0, 0]}, r"seeds: \[0, 0\] gives a seed twice"),
     "a word for a number": ({"max_concurrent": "two"}, r"max_concurrent: expected an integer >= 1, got 'two'"),
     "a base that is not there": ({"base": "nothing.yaml"}, r"forms.cpu.base: .*nothing.yaml does not exist"),
@@ -132,6 +136,9 @@ def test_a_2x2_grid_runs_through_tune_into_one_table_and_one_plot(tmp_path, ray_
             "max_concurrent": 2,
         },
     )
+    # what a start that failed before Tune saved anything leaves: a fresh run starts there again
+    (tmp_path / "tune" / "grid-cpu").mkdir(parents=True)
+    (tmp_path / "tune" / "grid-cpu" / "experiment.json").write_text("{}")
     directory = run_grid(path, "cpu", storage=tmp_path / "tune")  # on the running `ray_local` cluster
     rows = pq.read_table(directory / "results.parquet").to_pylist()
     trials = {r["trial"] for r in rows}
@@ -266,8 +273,21 @@ def test_a_grid_with_trials_short_of_their_budget_ends_with_a_failing_status(tmp
     with pytest.raises(SystemExit) as stop:
         main(["tune", str(grid), "--storage", str(tmp_path)])
     assert "the summary" in capsys.readouterr().out
-    assert (
-        "1 trial(s) stopped before their budget (failed or interrupted): n_step=3,seed=1; continue them with "
-        in str(stop.value.code)
-        and f"sacglam tune {grid} --form cpu --storage {tmp_path} --resume" in str(stop.value.code)
-    )
+    assert "1 trial(s) failed or stopped before their budget: n_step=3,seed=1; continue them with " in str(
+        stop.value.code
+    ) and f"sacglam tune {grid} --form cpu --storage {tmp_path} --resume" in str(stop.value.code)
+
+
+def test_a_trial_that_ended_at_its_time_limit_is_not_unfinished(tmp_path):
+    """`time_limit_s` ends a trial by design (Tune records it as done; a resume would not continue
+    it): not incomplete, while one whose records stop short for no such reason is."""
+    from sacglam.experiments.results import incomplete_trials
+
+    experiment = load_experiment(_write(tmp_path, {"base": BASE, "seeds": [0, 1, 2]}))
+    budget = experiment.trials[0].train_config().total_env_steps
+    rows = [
+        {"trial": "seed=0", "env_steps": budget},
+        {"trial": "seed=1", "env_steps": budget // 2, "run/time_limit_at": budget // 2},
+        {"trial": "seed=2", "env_steps": budget // 2},
+    ]
+    assert incomplete_trials(experiment, rows) == ["seed=2"]

@@ -112,13 +112,24 @@ def curves(rows: list[dict[str, Any]], metric: str, coordinate_keys: list[str]) 
     return out
 
 
+ENDED_BY_DESIGN = ("run/time_limit_at", "run/stopped_early_at")  # a trial that stopped where it was told to
+
+
 def incomplete_trials(experiment, rows: list[dict[str, Any]]) -> list[str]:
     """The names of the experiment's trials whose records stop before their budget (or that have
-    none): interrupted, failed, or not started."""
+    none): interrupted, failed, or not started; not those that ended at their `time_limit_s` (or
+    a stop rule), which a resume would not continue."""
     reached: dict[str, int] = {}
+    by_design = set()
     for row in rows:
         reached[row["trial"]] = max(reached.get(row["trial"], -1), int(row["env_steps"]))
-    return [t.name for t in experiment.trials if reached.get(t.name, -1) < t.train_config().total_env_steps]
+        if any(row.get(key) is not None for key in ENDED_BY_DESIGN):
+            by_design.add(row["trial"])
+    return [
+        t.name
+        for t in experiment.trials
+        if t.name not in by_design and reached.get(t.name, -1) < t.train_config().total_env_steps
+    ]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -178,8 +189,9 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
     for row in rows:
         if row["trial"] not in last or row["env_steps"] >= last[row["trial"]]["env_steps"]:
             last[row["trial"]] = row
+    by_design = {row["trial"] for row in rows if any(row.get(key) is not None for key in ENDED_BY_DESIGN)}
     for row in last.values():
-        if row.get("budget") is not None and row["env_steps"] < row["budget"]:
+        if row.get("budget") is not None and row["env_steps"] < row["budget"] and row["trial"] not in by_design:
             stopped[_configuration(row, coordinate_keys)].add(row.get("seed"))
     fig, (by_steps, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5))
     lines = [
@@ -188,8 +200,8 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
         info.get("description", ""),
         "",
         f"Metric: `{metric}`; mean ± standard deviation over seeds (population, ddof 0); area under the curve "
-        "normalised by the env-step range. `(k unfinished)`: k seeds whose trial stopped before its budget (their "
-        "last record counts as final).",
+        "normalised by the env-step range. `(k unfinished)`: k seeds whose trial stopped before its budget, other than "
+        "at its time limit (their last record counts as final).",
         "",
         f"| configuration | seeds | final | env steps to {THRESHOLD} (per seed) | AUC |",
         "| --- | --- | --- | --- | --- |",

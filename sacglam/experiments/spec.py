@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from sacglam.config import TrainConfig, unread_env_setting
-from sacglam.config_io import ConfigError, from_dict
+from sacglam.config_io import EXPONENT_NUMBER, ConfigError, from_dict
 
 FORM_KEYS = {"base", "set", "variants", "grid", "seeds", "trial", "max_concurrent", "max_failures", "metric"}
 TRIAL_KEYS = {"cpus", "gpus", "threads"}
@@ -100,6 +100,11 @@ def _yaml(path: Path, where: str) -> dict:
     return data
 
 
+def _number(value: Any) -> Any:
+    """`value`, or the number a string in exponent form is (as a numeric setting reads it)."""
+    return float(value) if isinstance(value, str) and EXPONENT_NUMBER.fullmatch(value) else value
+
+
 def _env_keys(*overrides: Any) -> set[str]:
     """The `env` settings that overrides (`grid`, `set`, a variant; nested or dotted keys) give."""
     keys = set()
@@ -151,7 +156,8 @@ def load_experiment(path: str | Path, form: str = "cpu") -> ExperimentForm:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
-        repeated = [v for i, v in enumerate(values) if v in values[:i]]
+        same = [_number(v) for v in values]  # `1e-2` (a string to PyYAML) is the setting 0.01
+        repeated = [v for i, v in enumerate(values) if same[i] in same[:i]]
         if repeated:
             raise ConfigError(f"{where}.grid.{key}: {repeated[0]!r} is given twice; each value makes its own trials")
     for place, overrides in [("grid", grid), ("set", spec.get("set") or {})] + [

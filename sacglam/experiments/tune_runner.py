@@ -157,7 +157,7 @@ def run_grid(
             )
         tuner = tune.Tuner.restore(tune_path, trainable, resume_errored=True)
     else:
-        if experiment_dir.exists():
+        if experiment_dir.exists() and not _only_a_failed_start(experiment_dir, tune_path):
             raise ExperimentExistsError(
                 f"{experiment_dir} already holds this experiment: continue it with --resume, or pass another --storage"
             )
@@ -210,6 +210,7 @@ def run_grid(
                 (local / trial / "run" / METRICS_FILE).write_bytes(metrics.read_bytes())
     write_results_table(local, experiment, trial_dirs)
     incomplete = incomplete_trials(experiment, load_table(local))  # failed, interrupted (Ctrl-C) or not started
+    incomplete += [name for r in errors if (name := _trial_name(r.config)) not in incomplete]  # failed past it
     info = json.loads((local / "experiment.json").read_text())
     (local / "experiment.json").write_text(json.dumps(info | {"incomplete": incomplete}, indent=2))
     if not experiment_dir.is_local:
@@ -217,6 +218,14 @@ def run_grid(
     if errors:
         print(f"{len(errors)} trial(s) failed: {', '.join(_trial_name(r.config) for r in errors)}")
     return local
+
+
+def _only_a_failed_start(experiment_dir: StoragePath, tune_path: str) -> bool:
+    """Whether `experiment_dir` holds only the `experiment.json` a start that failed before Tune
+    saved anything wrote (no Tune state to resume): a fresh run may then start there again."""
+    from ray import tune
+
+    return not tune.Tuner.can_restore(tune_path) and [p.name for p in experiment_dir.children()] == ["experiment.json"]
 
 
 def _trial_name(config: dict | None) -> str:

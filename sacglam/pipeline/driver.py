@@ -66,6 +66,8 @@ class Counters:
     inference_before: dict[str, float] = field(default_factory=dict)  # inference counters of earlier actor lives
 
 
+TRAIN_GOALS_KEPT = 100_000  # training episodes' goals kept for the held-out check (a bound on its memory)
+
 # The first inference actor's cumulative counters: they live in the actor, which a resume builds
 # afresh and Ray may restart, so the driver carries them across both (`InferenceTally`).
 INFERENCE_COUNTERS = ("inference/forwards", "inference/states_scored", "inference/batches")
@@ -137,10 +139,12 @@ class PipelineDriver:
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
         self.held_out_by_goal = cfg.env.spec().holds_out_goals()
-        # The goals of the evaluations' episodes (at most eval_episodes each): only evaluation reads
-        # an environment's goal list, so that nothing of training depends on it (autotelic mode).
+        # Filled by evaluation (which alone reads an environment's goal lists, so that nothing of
+        # training depends on them: autotelic mode): the lists where the spec has them, and the
+        # evaluations' episode goals; training episodes' goals join the train goals, up to a cap.
         self.held_out_goals: set[str] = set()
         self.train_goals: set[str] = set()
+        self.goal_lists_read = False
         self.twin_shares_goals = False  # the two share a goal: the twin holds out something else
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
             counters.plan_sent = [-1] * len(parts.workers)
@@ -307,6 +311,11 @@ class PipelineDriver:
         c.successes += result.successes
         c.learning_signals += result.rewarded_steps + (len(result.reported_goals) if self.cfg.sac.her else 0)
         c.reported_goals += len(result.reported_goals)
+        if self.held_out_goals and len(self.train_goals) < TRAIN_GOALS_KEPT:  # bounded: O(1) per episode
+            self.train_goals.update(goal for goal, _ in result.goal_outcomes)
+            self.twin_shares_goals = self.twin_shares_goals or any(
+                goal in self.held_out_goals for goal, _ in result.goal_outcomes
+            )
         c.recent.append((result.episodes, result.successes))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
@@ -376,8 +385,10 @@ class PipelineDriver:
     def _check_held_out_reports(self, reported: tuple[str, ...]) -> None:
         """In a run that trains on reported goals (hindsight relabeling, or a goal sampler that
         chooses among them), the first time the partner reports, in training, a goal held out:
-        one of the held-out evaluation's episodes that no train evaluation episode had (a twin
-        that holds out maps, not goals, shares them). Said once, in a line and in the metrics
+        one of the held-out goal set (its list where the spec has one, else the held-out
+        evaluation's episode goals) that is not a train goal (the train list, the train
+        evaluation's goals and the training episodes' goals); the check is off once the two sets
+        share a goal (a twin that holds out maps, not goals). Said once, in a line and in the metrics
         (`explore/held_out_reported_env_steps`, which the report shows): the run trains on it,
         and the held-out figures no longer measure goals the agent never trained on."""
         c = self.c
@@ -446,12 +457,21 @@ class PipelineDriver:
         parts = training_evaluation(self.cfg)
         rank0 = self.parts.learners[0]
 
+        if self.held_out_by_goal and not self.goal_lists_read:
+            self.goal_lists_read = True
+            spec = self.cfg.env.spec()
+            twin = spec.held_out()
+            if twin is not None:
+                self.held_out_goals.update(twin.goals() or ())
+                self.train_goals.update(spec.goals() or ())
+
         def run_part(part: EvaluationPart) -> list[EpisodeResult]:
             results: list[EpisodeResult] = resolve(rank0.call(LearnerService.evaluate_part, part))
             if self.held_out_by_goal:
                 held_out = part.env.goals != self.cfg.env.goals
                 (self.held_out_goals if held_out else self.train_goals).update(r.goal for r in results)
-                self.twin_shares_goals = bool(self.held_out_goals & self.train_goals)
+                smaller, larger = sorted((self.held_out_goals, self.train_goals), key=len)
+                self.twin_shares_goals = any(goal in larger for goal in smaller)  # per evaluation, not per chunk
             return results
 
         with evaluation_bar(parts, self.cfg.progress) as bar:
