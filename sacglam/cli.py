@@ -40,6 +40,7 @@ from sacglam.config import (
     TrainConfig,
     env_settings_read,
     env_settings_read_by,
+    not_read_because,
     unread_env_setting,
 )
 from sacglam.config_io import ConfigError, from_dict, load_yaml_config
@@ -645,18 +646,8 @@ def _refuse_unread_env_flags(env_name: str, flags: list[str]) -> None:
         name = flag.split("=", 1)[0].removeprefix("--env.").replace("-", "_")
         if name in read or name not in {f.name for f in dataclasses.fields(EnvConfig)}:
             continue  # read, or not a setting at all (the parser has said so already)
-        readers = [
-            kind for kind in ("playground-text", "babyai-text", "textworld") if name in env_settings_read_by(kind)
-        ]
-        where = (
-            "pass the environment's own settings in a run config's env.kwargs (docs/environments.md)"
-            if set(read) >= {"kwargs"}
-            else "it has no such setting"
-        )
-        raise UsageError(
-            f"{flag.split('=', 1)[0]} is a setting of {', '.join(readers)}, which env.name {env_name!r} does not "
-            f"read: {where}"
-        )
+        because = not_read_because(env_name, name, kwargs_place="a run config's env.kwargs")
+        raise UsageError(f"{flag.split('=', 1)[0]} {because}")
 
 
 def _mapping_keys(cls: type, prefix: str = "") -> list[str]:

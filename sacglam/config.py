@@ -58,15 +58,23 @@ def unread_env_setting(env: dict[str, Any]) -> str | None:
     for key, value in env.items():
         if key in read or key not in defaults or _plain(value) == defaults[key]:
             continue
-        readers = [kind for kind in _ENV_FIELDS_READ if key in env_settings_read_by(kind)]
-        readers += ["protocol environments (module:Class, gymnasium ids)"] if key in _PROTOCOL_FIELDS_READ else []
-        fix = (
-            "pass the environment's own settings in env.kwargs (docs/environments.md)"
-            if "kwargs" in read
-            else ("it has no such setting")
-        )
-        return f"env.{key} is a setting of {', '.join(readers)}, which env.name {name!r} does not read: {fix}"
+        return f"env.{key} {not_read_because(name, key, 'env.kwargs')}"
     return None
+
+
+def not_read_because(name: str, key: str, kwargs_place: str) -> str:
+    """Why the EnvConfig setting `key` changes nothing for the environment `name` (which does not
+    read it): "is a setting of <the kinds that read it>, which env.name <name> does not read:
+    <where its own settings go, `kwargs_place`, or that it has none>"."""
+    readers = [kind for kind in _ENV_FIELDS_READ if key in env_settings_read_by(kind)]
+    readers += ["protocol environments (module:Class, gymnasium ids)"] if key in _PROTOCOL_FIELDS_READ else []
+    read = env_settings_read_by(name)
+    fix = (
+        f"pass the environment's own settings in {kwargs_place} (docs/environments.md)"
+        if "kwargs" in read
+        else "it has no such setting"
+    )
+    return f"is a setting of {', '.join(readers)}, which env.name {name!r} does not read: {fix}"
 
 
 def _plain(value: Any) -> Any:

@@ -115,21 +115,28 @@ def curves(rows: list[dict[str, Any]], metric: str, coordinate_keys: list[str]) 
 ENDED_BY_DESIGN = ("run/time_limit_at", "run/stopped_early_at")  # a trial that stopped where it was told to
 
 
-def incomplete_trials(experiment, rows: list[dict[str, Any]]) -> list[str]:
-    """The names of the experiment's trials whose records stop before their budget (or that have
-    none): interrupted, failed, or not started; not those that ended at their `time_limit_s` (or
-    a stop rule), which a resume would not continue."""
-    reached: dict[str, int] = {}
+def short_of_budget(rows: list[dict[str, Any]], budgets: dict[str, int] | None = None) -> set[str]:
+    """The trials whose last record is before their budget (`budgets`, else the table's `budget`
+    column), other than those that ended at their `time_limit_s` (or a stop rule): interrupted
+    or failed."""
+    reached: dict[str, tuple[int, Any]] = {}
     by_design = set()
     for row in rows:
-        reached[row["trial"]] = max(reached.get(row["trial"], -1), int(row["env_steps"]))
+        if row["env_steps"] >= reached.get(row["trial"], (-1, None))[0]:
+            reached[row["trial"]] = (int(row["env_steps"]), row.get("budget"))
         if any(row.get(key) is not None for key in ENDED_BY_DESIGN):
             by_design.add(row["trial"])
-    return [
-        t.name
-        for t in experiment.trials
-        if t.name not in by_design and reached.get(t.name, -1) < t.train_config().total_env_steps
-    ]
+    if budgets is not None:
+        reached = {t: (steps, budgets.get(t)) for t, (steps, _) in reached.items()}
+    return {t for t, (steps, budget) in reached.items() if budget is not None and steps < budget} - by_design
+
+
+def incomplete_trials(experiment, rows: list[dict[str, Any]]) -> list[str]:
+    """The names of the experiment's trials that are short of their budget (`short_of_budget`) or
+    have no record: interrupted, failed, or not started; a resume continues them."""
+    budgets = {t.name: t.train_config().total_env_steps for t in experiment.trials}
+    recorded, short = {row["trial"] for row in rows}, short_of_budget(rows, budgets)
+    return [t.name for t in experiment.trials if t.name not in recorded or t.name in short]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -185,13 +192,9 @@ def plot_experiment(experiment_dir: str | Path, metric: str | None = None) -> tu
     coordinate_keys = ["variant", *info.get("grid_keys", []), "seed"]
     data = curves(rows, metric, coordinate_keys)
     stopped = defaultdict(set)  # configuration -> seeds whose trial ended before its budget
-    last: dict[str, dict[str, Any]] = {}
+    short = short_of_budget(rows)
     for row in rows:
-        if row["trial"] not in last or row["env_steps"] >= last[row["trial"]]["env_steps"]:
-            last[row["trial"]] = row
-    by_design = {row["trial"] for row in rows if any(row.get(key) is not None for key in ENDED_BY_DESIGN)}
-    for row in last.values():
-        if row.get("budget") is not None and row["env_steps"] < row["budget"] and row["trial"] not in by_design:
+        if row["trial"] in short:
             stopped[_configuration(row, coordinate_keys)].add(row.get("seed"))
     fig, (by_steps, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5))
     lines = [

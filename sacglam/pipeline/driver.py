@@ -138,7 +138,6 @@ class PipelineDriver:
         self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
-        self.held_out_by_goal = cfg.env.spec().holds_out_goals()
         # Filled by evaluation (which alone reads an environment's goal lists, so that nothing of
         # training depends on them: autotelic mode): the lists where the spec has them, and the
         # evaluations' episode goals; training episodes' goals join the train goals, up to a cap.
@@ -158,6 +157,11 @@ class PipelineDriver:
         )
         self._clock = time.perf_counter()
         self.schedule = make_schedule(self)
+        # The held-out check (`_check_held_out_reports`) applies where the twin holds out goals and
+        # reported goals train the agent (relabeling, or a goal sampler choosing among them).
+        relabels = cfg.ppo.her if self.schedule.on_policy else cfg.sac.her
+        uses_reports = relabels or cfg.goal_sampler.mode != "environment"
+        self.watches_held_out = uses_reports and cfg.env.spec().holds_out_goals()
 
     # ------------------------------------------------------------------ main loop
 
@@ -311,7 +315,7 @@ class PipelineDriver:
         c.successes += result.successes
         c.learning_signals += result.rewarded_steps + (len(result.reported_goals) if self.cfg.sac.her else 0)
         c.reported_goals += len(result.reported_goals)
-        if self.held_out_goals and len(self.train_goals) < TRAIN_GOALS_KEPT:  # bounded: O(1) per episode
+        if self.watches_held_out and self.held_out_goals and len(self.train_goals) < TRAIN_GOALS_KEPT:  # O(1)/episode
             self.train_goals.update(goal for goal, _ in result.goal_outcomes)
             self.twin_shares_goals = self.twin_shares_goals or any(
                 goal in self.held_out_goals for goal, _ in result.goal_outcomes
@@ -392,11 +396,8 @@ class PipelineDriver:
         (`explore/held_out_reported_env_steps`, which the report shows): the run trains on it,
         and the held-out figures no longer measure goals the agent never trained on."""
         c = self.c
-        if c.held_out_reported_at is not None or not self.held_out_goals:
+        if not self.watches_held_out or c.held_out_reported_at is not None or not self.held_out_goals:
             return
-        relabels = self.cfg.ppo.her if self.schedule.on_policy else self.cfg.sac.her
-        if not relabels and self.cfg.goal_sampler.mode == "environment":
-            return  # reported goals reach no training: nothing is contaminated
         if self.twin_shares_goals:
             return  # the two goal sets have a goal in common: the twin holds out something else than goals
         leaked = next((g for g in reported if g in self.held_out_goals and g not in self.train_goals), None)
@@ -457,7 +458,7 @@ class PipelineDriver:
         parts = training_evaluation(self.cfg)
         rank0 = self.parts.learners[0]
 
-        if self.held_out_by_goal and not self.goal_lists_read:
+        if self.watches_held_out and not self.goal_lists_read:
             self.goal_lists_read = True
             spec = self.cfg.env.spec()
             twin = spec.held_out()
@@ -467,7 +468,7 @@ class PipelineDriver:
 
         def run_part(part: EvaluationPart) -> list[EpisodeResult]:
             results: list[EpisodeResult] = resolve(rank0.call(LearnerService.evaluate_part, part))
-            if self.held_out_by_goal:
+            if self.watches_held_out:
                 held_out = part.env.goals != self.cfg.env.goals
                 (self.held_out_goals if held_out else self.train_goals).update(r.goal for r in results)
                 smaller, larger = sorted((self.held_out_goals, self.train_goals), key=len)
