@@ -203,8 +203,14 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         from sacglam.models.loading import check_model
 
         check_model(cfg.agent.model)  # before the scripted policies run, not after
+        untrained = (
+            "random weights with no warm start: not the policy a run starts from, which a run's evaluation at 0 env "
+            "steps measures"
+            if cfg.agent.random_initialised
+            else "its pretrained weights"
+        )
         print(
-            f"llm-* policies: {cfg.agent.model}, zero-shot (its untrained weights; --agent.model picks another, "
+            f"llm-* policies: {cfg.agent.model}, zero-shot ({untrained}; --agent.model picks another, "
             "and a trained run is evaluated with --run DIR)"
         )
     rows: dict[str, dict[str, dict[str, float]]] = {}
@@ -535,6 +541,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls in (TrainConfig, EvalConfig) and (named := _env_name_named(rest)) is not None:
         _refuse_unread_env_flags(named, rest)  # now, before a config collects the environment's words
     default: EvalConfig | TrainConfig | None = None
+    if cls is TrainConfig:
+        _refuse_output_dir_on_resume(rest)
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
     from_file: dict[str, Any] = {}
@@ -552,6 +560,12 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, named):
             if unread := unread_env_setting(env_block):
                 raise UsageError(f"{rest[at + 1]}: {unread}")
+        flag_algo = _last_flag_value(rest, "--algo")
+        if cls is TrainConfig and from_file and flag_algo is not None and flag_algo != from_file.get("algo"):
+            # the method's own defaults under what the file sets, as `algo:` in the file would get
+            # (`TrainConfig.nested_defaults`: `ppo` a value head unless the file names a critic)
+            from_file = {**from_file, "algo": flag_algo}
+            default = from_dict(TrainConfig, from_file, where=f"{rest[at + 1]} with --algo {flag_algo}")
         if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):
             # the file's environment would have its words collected (random play: seconds to a minute)
             # only for flags to replace it: `_resolve_again` collects the final environment's
@@ -608,6 +622,24 @@ def _refuse_flags_the_run_decides(flags: list[str]) -> None:
             f"{', '.join(names)} {'does' if len(names) == 1 else 'do'} not apply with --run: it evaluates the run's own agent, sampled "
             "and greedy, next to random play and the expert; drop the flag, or evaluate baselines without --run"
         )
+
+
+def _refuse_output_dir_on_resume(flags: list[str]) -> None:
+    """`--resume DIR` continues the run where it is: an `--output-dir` elsewhere would be ignored."""
+    resumed, output = _last_flag_value(flags, "--resume"), _last_flag_value(flags, "--output-dir")
+    if resumed is None or output is None or _same_location(resumed, output):
+        return
+    raise UsageError(
+        f"--resume {resumed} continues the run in its own directory, so --output-dir {output} would not be used: "
+        "leave --output-dir out (to continue it elsewhere, copy the run directory there and resume the copy)"
+    )
+
+
+def _same_location(a: str, b: str) -> bool:
+    """Whether two run locations name the same directory (local paths compared resolved)."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
 
 
 def _last_flag_value(flags: list[str], flag: str) -> str | None:
@@ -904,6 +936,10 @@ def main(args: list[str] | None = None) -> None:
         _leave_ray()
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:  # the reader went away (`sacglam train --help | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout does not fail again
+        raise SystemExit(1) from None
     except Exception as error:
         ray_exceptions = sys.modules.get("ray.exceptions")  # only a run that started Ray can raise its errors
         if ray_exceptions is None or not isinstance(error, ray_exceptions.RayError):

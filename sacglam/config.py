@@ -7,6 +7,7 @@ construction and names the rule that broke and how to fix it.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 from dataclasses import dataclass, field, replace
@@ -174,6 +175,13 @@ class EnvConfig:
                 self.goals,
                 self.max_steps,
             )
+        if ":" not in self.name and self.name not in gymnasium.registry:
+            close = difflib.get_close_matches(self.name, list(_ENV_FIELDS_READ), n=1, cutoff=0.75)
+            if close:  # a misspelt built-in name, not someone's gymnasium id
+                raise ValueError(
+                    f"env.name {self.name!r} is not an environment here: did you mean {close[0]!r}? (built in: "
+                    f"{', '.join(_ENV_FIELDS_READ)}; your own: module:Class or a registered gymnasium id)"
+                )
         return GymnasiumSpec(self.name, dict(self.kwargs), self.goals, self.held_out_kwargs)
 
     @property
@@ -434,6 +442,23 @@ class SACConfig:
                 self.batch_size >= 1 and self.update_every >= 1 and self.gradient_steps >= 1,
                 "batch_size, update_every and gradient_steps must be >= 1",
             ),
+            (
+                min(self.actor_lr, self.critic_lr, self.alpha_lr) >= 0,
+                f"actor_lr, critic_lr and alpha_lr must be >= 0 (0 freezes what it trains), got {self.actor_lr:g}, "
+                f"{self.critic_lr:g} and {self.alpha_lr:g}",
+            ),
+            (
+                self.max_grad_norm is None or self.max_grad_norm > 0,
+                f"max_grad_norm must be > 0 (or null: no clipping), got {self.max_grad_norm}",
+            ),
+            (self.buffer_capacity >= 1, f"buffer_capacity must be >= 1 transition, got {self.buffer_capacity}"),
+            (
+                self.batch_size <= self.buffer_capacity,
+                f"batch_size={self.batch_size} is more than buffer_capacity={self.buffer_capacity}: learning starts "
+                "once the buffer holds a batch, so this run would never train; lower batch_size or raise buffer_capacity",
+            ),
+            (self.random_steps >= 0, f"random_steps must be >= 0, got {self.random_steps}"),
+            (self.critic_warmup_updates >= 0, f"critic_warmup_updates must be >= 0, got {self.critic_warmup_updates}"),
             (self.alpha_init > 0, f"alpha_init must be > 0, got {self.alpha_init}"),
             (
                 0.0 <= self.alpha_min <= self.alpha_init,
@@ -575,6 +600,12 @@ class PPOConfig:
             raise ValueError("rollout_steps, epochs and minibatch_size must be >= 1")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1 and self.clip > 0):
             raise ValueError("gamma and gae_lambda must be in [0, 1] and clip > 0")
+        if self.lr < 0 or not self.max_grad_norm > 0:
+            raise ValueError(
+                f"lr must be >= 0 and max_grad_norm > 0, got lr={self.lr:g} and max_grad_norm={self.max_grad_norm:g}"
+            )
+        if min(self.ent_coef, self.vf_coef) < 0:
+            raise ValueError(f"ent_coef and vf_coef must be >= 0, got {self.ent_coef:g} and {self.vf_coef:g}")
 
 
 DEFAULT_EVAL_OUTPUT = Path("runs/evaluation.json")  # `sacglam evaluate`'s JSON, unless --output or --run says

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sacglam.errors import UserInputError
+
 # The last training record's figures a report shows (those the run logged).
 TRAINING_FIGURES = [
     "train/success",
@@ -30,10 +32,35 @@ NO_SIGNAL_SHARE = 0.1  # share of an off-policy run's budget after which "no lea
 NO_SIGNAL_EPISODES = 50  # once this many episodes have ended too (a short run's 10% is a few steps)
 
 
+class MetricsFileError(UserInputError, ValueError):
+    """A `metrics.jsonl` with a line that is not a record (damaged, or not a run's)."""
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     """The records of `<run_dir>/metrics.jsonl`, in the order they were logged (each a dict with
-    `env_steps` and the metrics logged at that step; docs/metrics.md defines the names)."""
-    return [json.loads(line) for line in (Path(run_dir) / METRICS_FILE).read_text().splitlines()]
+    `env_steps` and the metrics logged at that step; docs/metrics.md defines the names).
+
+    Every record is written whole with its newline: a last line without one that is not JSON is
+    a record a crash or a full disk cut short, and is left out. Any other line that is not a
+    record raises `MetricsFileError`, naming the file and the line."""
+    path = Path(run_dir) / METRICS_FILE
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # the torn last record
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("env_steps"), int):
+            raise MetricsFileError(
+                f"{path} line {number} is not a metrics record ({line[:60]!r}): the file is damaged or not a "
+                "sacglam run's; remove that line (or the file) and try again"
+            )
+        records.append(record)
+    return records
 
 
 def evaluations(records: list[dict]) -> list[dict]:

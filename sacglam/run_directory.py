@@ -37,6 +37,54 @@ def reachable_run_directory(location: object) -> StoragePath:
     return directory
 
 
+# What `sacglam train` (and `evaluate --run`, `watch` beside it) writes in a run directory: a
+# fresh run may start in a folder holding only these (an earlier attempt that stopped before its
+# first checkpoint), never over anything else.
+RUN_ENTRIES = frozenset(
+    {
+        "config.json",
+        "metrics.jsonl",
+        "metrics.jsonl.tmp",  # a resume's rewrite of the records, cut short
+        "metrics.csv",
+        "tensorboard",
+        "checkpoints",
+        "report.md",
+        "curves.png",
+        "learner.pt",
+        "transcripts",
+        "evaluation.json",
+    }
+)
+
+
+def refuse_foreign_files(directory: StoragePath) -> None:
+    """A fresh run's output directory must be new, empty, or an earlier attempt of a run (its
+    `config.json`, a run's config, and only what a run writes): anything else is the user's, and
+    a run would overwrite or append to it (`config.json`, `report.md`, `metrics.jsonl`)."""
+    entries = [child.name for child in directory.children()]
+    if not entries:
+        return
+    foreign = [name for name in entries if name not in RUN_ENTRIES]
+    if not foreign and not _holds_run_config(directory / "config.json"):
+        foreign = [name for name in entries if name != "checkpoints"]  # a run always writes its config first
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        raise RunDirectoryError(
+            f"{directory} already holds files that are not a run's ({shown}): a run writes config.json, "
+            "metrics and checkpoints there and would overwrite them; choose a new or empty --output-dir "
+            "(nothing was changed)"
+        )
+
+
+def _holds_run_config(file: StoragePath) -> bool:
+    """Whether `file` is the `config.json` a run wrote (a JSON object with a run's settings)."""
+    try:
+        data = json.loads(file.read_text())
+    except (*STORAGE_ERRORS, ValueError):  # missing, unreadable, not JSON, not UTF-8
+        return False
+    return isinstance(data, dict) and {"algo", "agent", "env", "total_env_steps"} <= set(data)
+
+
 def create_run_directory(directory: StoragePath) -> None:
     try:
         directory.mkdir()

@@ -6,6 +6,7 @@ reaches, and the goal's number ends the episode with reward 1. Each subclass cha
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 import gymnasium
@@ -16,8 +17,8 @@ DIAL_WORDS = tuple("Goal : Reach zero one two three The dial shows . Action Turn
 
 
 class Dial(gymnasium.Env):
-    observation_space = gymnasium.spaces.Text(max_length=200)
-    action_space = gymnasium.spaces.Text(max_length=40)
+    observation_space = gymnasium.spaces.Text(max_length=200, charset=string.printable)
+    action_space = gymnasium.spaces.Text(max_length=40, charset=string.printable)
 
     def __init__(self, max_steps: int = 4) -> None:
         self.max_steps, self.goal, self.t, self.at, self.reached = max_steps, "Reach three", 0, "zero", set()
@@ -206,3 +207,19 @@ class Listed(Dial):
     """A correct environment that lists every word of its texts."""
 
     vocabulary = DIAL_WORDS
+
+
+class PaysFive(Dial):
+    """Pays 5 on success: a relabeled success is rewarded 1."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), 5.0 * reward, terminated, truncated, self._info(achieved)
+
+
+class PaddedReport(Dial):
+    """Reports "Reach one " for the goal "Reach one": another goal to exact comparison."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated, truncated, self._info([f"{goal} " for goal in achieved])

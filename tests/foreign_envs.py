@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import string
 from typing import Any
 
 import gymnasium
@@ -34,8 +35,8 @@ class Pantry(gymnasium.Env):
     """Three of `OBJECTS` lie on the table, `CONTAINERS` stand by; put the goal's object in the
     goal's container within 6 steps. Every put achieves (and reports) that put's goal."""
 
-    observation_space = gymnasium.spaces.Text(max_length=400)
-    action_space = gymnasium.spaces.Text(max_length=60)
+    observation_space = gymnasium.spaces.Text(max_length=400, charset=string.printable)
+    action_space = gymnasium.spaces.Text(max_length=60, charset=string.printable)
     goals = tuple(f"Put the {o} in the {c}" for o in OBJECTS for c in CONTAINERS)
 
     def __init__(self, max_steps: int = 6) -> None:
@@ -92,8 +93,8 @@ class Workbench(gymnasium.Env):
     makes it that colour (and achieves `Make the <part> <colour>`); `Paint the <part>` makes it
     grey; `Look` and `Look at the bench` do nothing."""
 
-    observation_space = gymnasium.spaces.Text(max_length=400)
-    action_space = gymnasium.spaces.Text(max_length=60)
+    observation_space = gymnasium.spaces.Text(max_length=400, charset=string.printable)
+    action_space = gymnasium.spaces.Text(max_length=60, charset=string.printable)
     goals = tuple(f"Make the {p} {c}" for p in PARTS for c in COLOURS)
 
     def __init__(self, max_steps: int = 3) -> None:
@@ -144,8 +145,8 @@ class Lamps(gymnasium.Env):
     """Turn lamps on in the goal's order within 6 steps; a goal is achieved when its last lamp is
     switched on after the ones before it."""
 
-    observation_space = gymnasium.spaces.Text(max_length=300)
-    action_space = gymnasium.spaces.Text(max_length=30)
+    observation_space = gymnasium.spaces.Text(max_length=300, charset=string.printable)
+    action_space = gymnasium.spaces.Text(max_length=30, charset=string.printable)
     goals = tuple(f"Turn on the {c} lamp" for c in LAMP_COLOURS) + tuple(
         f"Turn on the {a} lamp then the {b} lamp" for a, b in itertools.permutations(LAMP_COLOURS, 2)
     )

@@ -223,3 +223,72 @@ def test_only_the_final_checkpoint_of_a_run_that_reached_its_budget_counts_as_co
     assert finished_at(saved(env_steps=256), 256) is None
     # an on-policy run's dropped steps do not count towards its budget, as its schedule does not count them
     assert finished_at(saved(env_steps=300, discarded_env_steps=60, finished=True), 256) is None
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--agent.critic-width", "64"], "agent.critic_width 32 -> 64"),
+        (["--config", "tune_configs/runs/cpu_simple_ppo.yaml"], 'algo "sac-her" -> "ppo"'),
+    ],
+    ids=["critic width", "algorithm"],
+)
+def test_a_resume_whose_settings_build_another_agent_fails_in_one_line_and_changes_nothing(
+    run_copy, capsys, flags, named
+):
+    before = _files(run_copy)
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--resume", str(run_copy), "--total-env-steps", "384", "--no-progress", *flags])
+    assert exit_.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"sacglam: cannot resume {run_copy} with these settings: its checkpoint step-000000256")
+    assert "trainable state does not fit this agent" in line and named in line and "nothing was changed" in line
+    assert _files(run_copy) == before  # the metrics and TensorBoard files too: the check comes first
+
+
+def test_a_resume_reads_past_a_record_cut_short_by_a_crash_and_replaces_it(run_copy):
+    """A full disk (or a power loss) leaves the last record without its end: the resume drops it
+    (and every record past the checkpoint), rewriting the file whole."""
+    damage_file(run_copy / "checkpoints" / "step-000000256", "learner", "truncated")
+    with (run_copy / "metrics.jsonl").open("a") as f:
+        f.write('{"env_steps": 256, "loss/cri')
+    main(["train", "--resume", str(run_copy), "--no-progress"])
+    records = [json.loads(line) for line in (run_copy / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["env_steps"] == 256 and not (run_copy / "metrics.jsonl.tmp").exists()
+
+
+def test_a_damaged_line_amid_the_records_is_named_in_one_line(run_copy, capsys):
+    lines = (run_copy / "metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = "not a record\n"
+    (run_copy / "metrics.jsonl").write_text("".join(lines))
+    with pytest.raises(SystemExit):
+        main(["train", "--resume", str(run_copy), "--total-env-steps", "384", "--no-progress"])
+    assert "metrics.jsonl line 2 is not a metrics record ('not a record')" in capsys.readouterr().err
+
+
+def test_a_run_logs_one_training_record_at_its_budget(finished_run):
+    """The record after the updates owed at the budget, not one before them as well."""
+    records = [json.loads(line) for line in (Path(finished_run) / "metrics.jsonl").read_text().splitlines()]
+    at_budget = [r for r in records if r["env_steps"] == 256 and "train/success" in r]
+    assert len(at_budget) == 1
+
+
+@pytest.mark.parametrize(
+    "files",
+    [{"notes.txt": "mine"}, {"config.json": '{"my": "settings"}', "report.md": "# my notes"}, {"metrics.jsonl": "x"}],
+    ids=["a file of the user's", "a config.json not a run's", "records without a config"],
+)
+def test_a_fresh_run_refuses_a_folder_holding_files_that_are_not_a_runs(tmp_path, capsys, files):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    with pytest.raises(SystemExit):
+        main(["train", "--agent.model", "tiny-causal", "--total-env-steps", "64", "--output-dir", str(folder)])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{folder} already holds files that are not a run's" in line and "nothing was changed" in line
+    assert {p.name: p.read_text() for p in folder.iterdir()} == files

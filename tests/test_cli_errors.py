@@ -149,6 +149,35 @@ BAD_INPUTS = {
         "unread.yaml: env.max_steps is a setting of playground-text, babyai-text, textworld, which env.name "
         "'tests.broken_envs:Dial' does not read",
     ),
+    "train: a negative learning rate": (
+        ["train", "--sac.actor-lr", "-1", "--output-dir", "{tmp}/run"],
+        "actor_lr, critic_lr and alpha_lr must be >= 0",
+    ),
+    "train ppo: a negative learning rate": (
+        ["train", "--config", "tune_configs/runs/cpu_simple_ppo.yaml", "--ppo.lr", "-0.1", "--output-dir", "{tmp}/run"],
+        "lr must be >= 0 and max_grad_norm > 0, got lr=-0.1",
+    ),
+    "train: an empty replay buffer": (
+        ["train", "--sac.buffer-capacity", "0", "--output-dir", "{tmp}/run"],
+        "buffer_capacity must be >= 1 transition, got 0",
+    ),
+    "train: a batch the buffer cannot hold": (
+        ["train", "--sac.batch-size", "1000", "--sac.buffer-capacity", "500", "--output-dir", "{tmp}/run"],
+        "batch_size=1000 is more than buffer_capacity=500: learning starts once the buffer holds a batch, so this "
+        "run would never train",
+    ),
+    "train: a misspelt built-in environment": (
+        ["train", "--env.name", "playground-txt", "--output-dir", "{tmp}/run"],
+        "env.name 'playground-txt' is not an environment here: did you mean 'playground-text'?",
+    ),
+    "train: an output directory given with --resume": (
+        ["train", "--resume", "{tmp}/broken", "--output-dir", "{tmp}/run"],
+        "--resume {tmp}/broken continues the run in its own directory, so --output-dir {tmp}/run would not be used",
+    ),
+    "train: a Ray address where nothing answers": (
+        ["train", "--runner", "ray", "--address", "127.0.0.1:9", "--output-dir", "{tmp}/run"],
+        "cannot join the Ray cluster at '127.0.0.1:9': nothing answers at 127.0.0.1:9",
+    ),
     "evaluate: unknown choice": (["evaluate", "--policies", "foo"], "invalid choice 'foo' for argument '--policies'"),
     "tune: missing argument": (["tune"], "Missing from sacglam tune"),
     "unknown subcommand": (["bogus"], "Unrecognized options: bogus"),
@@ -171,6 +200,7 @@ def test_a_bad_input_fails_in_one_line_without_a_traceback(case, tmp_path, capsy
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     message = [line for line in err if line.startswith("sacglam: ")]
+    expected = expected.replace("{tmp}", str(tmp_path))
     assert len(message) == 1 and expected in message[0], err
     assert not any("Traceback" in line for line in err)
     assert "---" not in message[0] and "─" not in message[0]  # a box's rules, drawn in dashes off a terminal

@@ -93,6 +93,10 @@ def test_a_method_or_environment_named_in_a_file_or_by_flags_gets_the_same_defau
     from_file = load_yaml_config(TrainConfig, path)
     from_flags = parse(["train", "--algo", algo, *flags])
     assert from_file == from_flags
+    beside = tmp_path / "env_only.yaml"  # `--algo` beside a file that does not name the method
+    beside.write_text(env or "num_envs: 16\n")
+    from_both = parse(["train", "--config", str(beside), "--algo", algo])
+    assert from_both.agent.critic == from_file.agent.critic and from_both.sac == from_file.sac
     assert from_file.sac.her == (algo == "sac-her") or algo == "ppo"
     assert from_file.agent.critic == ("value" if algo == "ppo" else "action")
     assert from_file.env.goals == ("train" if flags else "simple-train")

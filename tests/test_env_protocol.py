@@ -3,6 +3,7 @@ features they have; a malformed environment is refused with a message naming wha
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import gymnasium
@@ -208,4 +209,14 @@ def test_environments_an_outside_check_wrote_from_the_docs_alone_follow_the_prot
     from tests.outside_envs import Keypad, Shelves
 
     for env in (Shelves(), Keypad()):
-        assert check_environment(env) == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
+        # declared as the docs once said, `Text(max_length=...)`: gymnasium's default charset has no space
+        with pytest.warns(UserWarning, match="is not in its observation_space .characters outside its charset: '.n"):
+            assert check_environment(env) == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
+
+
+def test_texts_inside_the_declared_spaces_and_rewards_of_0_and_1_give_no_warning():
+    from tests.broken_envs import Dial
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_environment(Dial(), episodes=20)

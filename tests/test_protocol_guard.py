@@ -34,6 +34,10 @@ BREACHES = {
         ["Turn the dial to one", "Wait"],
         "episode 0, step 2: step('Wait') raised RuntimeError: the dial has no wait (at broken_envs.py:",
     ),
+    "PaddedReport": (
+        ["Turn the dial to one"],
+        "episode 0, step 1: goal 'Reach one ' (in info['goal'] or info['achieved_goals']) has whitespace around it",
+    ),
     "FalseOwnGoal": (
         ["Turn the dial to one", "Turn the dial to three"],
         "episode 0, step 2: the episode's own goal 'Reach three' was reported achieved but the step was not a success",
@@ -85,6 +89,21 @@ def test_a_goal_reported_again_is_kept_once_with_one_warning_per_process(monkeyp
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second environment of the class: no second warning
         play(guarded("RepeatsGoal"), actions)
+
+
+def test_a_reward_other_than_0_or_1_from_an_environment_that_reports_goals_is_warned_of_once(monkeypatch):
+    """Relabeled transitions are rewarded 1 at the goal's report and 0 elsewhere: an environment
+    paying 5 on success would teach the critic two scales."""
+    monkeypatch.setattr(guard, "_WARNED_OF_REWARDS", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0 and 1 only: no warning
+        play(guarded("Dial"), ["Turn the dial to one", "Turn the dial to three"])
+    with pytest.warns(UserWarning, match="PaysFive, episode 0, step 2: reward 5, where an environment that reports"):
+        steps = play(guarded("PaysFive"), ["Turn the dial to one", "Turn the dial to three"])
+    assert steps[-1][1] == 5.0  # warned of, not changed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        play(guarded("PaysFive"), ["Turn the dial to three"])
 
 
 def test_the_vector_a_run_steps_refuses_string_flags_rather_than_ending_every_episode():

@@ -277,7 +277,7 @@ def test_a_resumed_replay_actor_follows_the_runs_settings_not_the_saved_ones(tmp
     assert (a.discount == b.discount).all() and (a.reward == b.reward).all()
     assert set(np.unique(a.discount.numpy()).round(6)) <= {0.5, 0.25, 0.125}  # 0.5**k, k <= n_step
 
-    small = ReplayService(SACConfig(buffer_capacity=200), EnvConfig(), seed=3, checkpoints=store.root)
+    small = ReplayService(SACConfig(buffer_capacity=200, batch_size=64), EnvConfig(), seed=3, checkpoints=store.root)
     assert 0 < small.buffer.env_transitions <= 200 < saved.buffer.env_transitions
     capped = ReplayService(SACConfig.with_her(her_max_goals=1), EnvConfig(), seed=3, checkpoints=store.root)
     plain = ReplayService(SACConfig(her=False, sampling="uniform"), EnvConfig(), seed=3, checkpoints=store.root)

@@ -10,7 +10,8 @@ happens, with no extra call to the environment:
   observation with the goal line of its goal;
 - the hindsight rules a run can see: the episode's own goal reported achieved only on a rewarded,
   terminated step; a goal reported again in the same episode is dropped (its first report is the
-  one hindsight uses), with a warning, once per process;
+  one hindsight uses), with a warning, once per process; a reward other than 0 or 1 from an
+  environment that reports goals (relabeled transitions are rewarded 1 and 0), with a warning;
 - a failure inside the environment's own code on a candidate it offered, reported with where in
   that code it happened.
 Any breach raises `EnvironmentProtocolError`: one line naming the environment, the episode and
@@ -38,6 +39,7 @@ from sacglam.envs.protocol import (
 from sacglam.errors import UserInputError
 
 _WARNED_OF_REPEATS: set[str] = set()  # the environment classes whose repeated reports this process warned of
+_WARNED_OF_REWARDS: set[str] = set()  # ... and those whose rewards other than 0 and 1 it warned of
 
 
 class ProtocolGuard(gymnasium.Wrapper):
@@ -124,6 +126,15 @@ class ProtocolGuard(gymnasium.Wrapper):
                 )
         for goal in achieved:
             self._reported[goal] = self._t
+        if reward not in (0.0, 1.0) and "achieved_goals" in info and self._name not in _WARNED_OF_REWARDS:
+            _WARNED_OF_REWARDS.add(self._name)
+            warnings.warn(
+                f"{self._name}, {where}: reward {reward:g}, where an environment that reports achieved goals pays 1 "
+                "on success and 0 otherwise: a relabeled transition is rewarded 1 at its goal's report and 0 "
+                "elsewhere, so with relabeling (sac-her, ppo.her) the critic would learn two reward scales; scale the "
+                "success reward to 1 and drop shaping (docs/environments.md). Said once per process",
+                stacklevel=2,
+            )
         if self._goal is not None and self._goal in achieved and not (terminated and reward > 0):
             problems.append(
                 f"{where}: the episode's own goal {self._goal!r} was reported achieved but the step was not a success "

@@ -79,6 +79,12 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
         problems.append(
             f"{where}: info['candidates'] must be a non-empty list of non-empty strings, got {candidates!r}"
             + _first_bad_candidate(candidates)
+            + (
+                " (after an episode's last step too: return the final state's candidates, which the value of a "
+                "truncated episode's last state is computed over)"
+                if isinstance(candidates, Sequence) and not isinstance(candidates, str) and not candidates
+                else ""
+            )
         )
     elif len(set(candidates)) != len(candidates):
         problems.append(f"{where}: info['candidates'] repeats an action: {candidates!r}")
@@ -87,6 +93,12 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     achieved = info.get("achieved_goals")
     if achieved is not None and (isinstance(achieved, str) or not all(isinstance(g, str) for g in achieved)):
         problems.append(f"{where}: info['achieved_goals'] must be a list of goal strings, got {achieved!r}")
+    padded = [g for g in [info.get("goal"), *(achieved or ())] if isinstance(g, str) and g != g.strip()]
+    if padded:  # "Cook the egg " reported for "Cook the egg" would be another goal, silently
+        problems.append(
+            f"{where}: goal {padded[0]!r} (in info['goal'] or info['achieved_goals']) has whitespace around it: goals "
+            "are compared as exact texts (a report with the episode's goal, a goal list), so strip them"
+        )
     if "goal_type" in info and not isinstance(info["goal_type"], str):
         problems.append(f"{where}: info['goal_type'] must be a str, got {info['goal_type']!r}")
     return problems
@@ -170,7 +182,8 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)}"
         )
     features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
-    both_flags_seen = mutation_seen = False
+    both_flags_seen = mutation_seen = reward_scale_seen = False
+    outside_space: set[str] = set()  # the spaces a text was found outside of (warned of once each)
     for episode in range(episodes):
         result = env.reset(seed=seed + episode)
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -183,6 +196,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
         problems += info_problems(info, "reset", features["goal"])
         if problems:
             break
+        _warn_outside_space(env, "observation_space", obs, "reset", outside_space)
         goal = info.get("goal")
         reported: dict[str, int] = {}  # goal -> the step that reported it achieved
         for t in range(max_steps):
@@ -216,6 +230,16 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             problems += observation_problems(obs, info, where, features["goal"])
             if problems:
                 break
+            _warn_outside_space(env, "observation_space", obs, where, outside_space)
+            _warn_outside_space(env, "action_space", action, where, outside_space)
+            if "achieved_goals" in info and float(reward) not in (0.0, 1.0) and not reward_scale_seen:
+                reward_scale_seen = True
+                warnings.warn(
+                    f"{type(env.unwrapped).__name__}, {where}: reward {float(reward):g}, where an environment that "
+                    "reports achieved goals pays 1 on success and 0 otherwise: relabeled transitions are rewarded 1 "
+                    "at the goal's report and 0 elsewhere, so relabeling would mix two reward scales",
+                    stacklevel=2,
+                )
             if "achieved_goals" in info:
                 features["hindsight"] = True
                 for achieved in info["achieved_goals"]:
@@ -253,6 +277,30 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {shown}"
         )
     return features
+
+
+def _warn_outside_space(env: gymnasium.Env, name: str, text: Any, where: str, warned: set[str]) -> None:
+    """Warn, once per space, of a text outside the `gymnasium.spaces.Text` the environment declares
+    (sacglam never reads the spaces, but gymnasium's own `check_env` and wrappers do): gymnasium's
+    default charset is letters and digits only, without the space every sentence has."""
+    space = getattr(env, name, None)
+    if name in warned or not isinstance(space, gymnasium.spaces.Text) or not isinstance(text, str):
+        return
+    if space.contains(text):
+        return
+    warned.add(name)
+    outside = sorted(set(text) - set(space.character_set))
+    why = (
+        f"characters outside its charset: {''.join(outside[:10])!r}"
+        if outside
+        else f"{len(text)} characters, outside its lengths {space.min_length}-{space.max_length}"
+    )
+    warnings.warn(
+        f"{type(env.unwrapped).__name__}, {where}: {text[:40]!r}{'...' if len(text) > 40 else ''} is not in its "
+        f"{name} ({why}); gymnasium's check_env would fail: declare gymnasium.spaces.Text(max_length=..., "
+        "charset=...) with every character and the length its texts have (e.g. charset=string.printable)",
+        stacklevel=3,
+    )
 
 
 NOT_A_CANDIDATE = "<sacglam: not one of the candidates>"

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from sacglam.config import AgentConfig
+from sacglam.errors import UserInputError
 from sacglam.models.critic import ActionCritic, ObservationCritic, ValueHead
 from sacglam.models.encoding import (
     CandidateTokenCache,
@@ -59,6 +60,11 @@ def candidate_prompt(observation: str, candidates: Sequence[str]) -> str:
     if newline and last.endswith(":"):
         return f"{head}\n{actions}\n{last}"
     return f"{text}\n{actions}\nAction:"
+
+
+class TrainableStateMismatch(UserInputError, ValueError):
+    """Saved weights (a checkpoint's, a learner's) whose names or shapes are not this agent's: the
+    model, LoRA or critic settings differ from those they were trained with."""
 
 
 class GLAMAgent(nn.Module):
@@ -331,7 +337,7 @@ class GLAMAgent(nn.Module):
         missing, unexpected = sorted(set(params) - set(state)), sorted(set(state) - set(params))
         if missing or unexpected:
             norm = any(".input_norm." in k for k in missing + unexpected)
-            raise ValueError(
+            raise TrainableStateMismatch(
                 f"trainable state does not fit this agent (same model, LoRA and critic settings needed): "
                 f"missing {missing[:5]}, unexpected {unexpected[:5]}"
                 + (
@@ -343,7 +349,7 @@ class GLAMAgent(nn.Module):
             )
         for name, p in params.items():  # check everything before changing anything
             if p.shape != state[name].shape:
-                raise ValueError(
+                raise TrainableStateMismatch(
                     f"trainable state does not fit this agent: {name!r} has shape {tuple(state[name].shape)}, "
                     f"expected {tuple(p.shape)}"
                 )

@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
+import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +85,28 @@ def _detected_cpus() -> int:
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+_HOST_PORT = re.compile(r"^(?:ray://)?\[?([^\[\]/]+?)\]?:(\d+)$")  # host:port, ray://host:port, [v6]:port
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _refuse_unreachable(address: str | None) -> None:
+    """An address `host:port` where nothing answers fails here, in seconds: Ray itself retries
+    the connection for minutes, printing only its own retry warnings."""
+    match = _HOST_PORT.match(address or "")
+    if match is None:  # "auto", "local", a RAY_ADDRESS left to Ray
+        return
+    host, port = match.group(1), int(match.group(2))
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        reason = getattr(error, "strerror", None) or type(error).__name__
+        raise ClusterUnreachableError(
+            f"cannot join the Ray cluster at {address!r}: nothing answers at {host}:{port} ({reason} within "
+            f"{CONNECT_TIMEOUT_S:g} s); check the address (`ray status` on the head node prints it) and that the "
+            "head node is running, or leave --address out to start a local Ray"
+        ) from error
+
+
 def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
     """Join or start Ray; returns the dashboard URL (None when there is no dashboard).
     `cpus_asked`: the CPUs the run's actors ask for, which a local Ray of the run's own counts
@@ -112,6 +136,7 @@ def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
                     f"its local Ray counts {counted}, so the actors share the cores (fractions in "
                     "pipeline.resources.*_cpus say how to share them: docs/pipeline.md#resources)"
                 )
+        _refuse_unreachable(address)
         try:
             context = ray.init(
                 address=address,

@@ -14,6 +14,7 @@ import torch
 
 from sacglam.config import TrainConfig
 from sacglam.learner.service import LearnerService
+from sacglam.models.agent import TrainableStateMismatch
 from sacglam.models.loading import bfloat16_on_cpu_warning, check_model
 from sacglam.models.warm_start import warm_start_line
 from sacglam.pipeline.components import build_local
@@ -26,6 +27,7 @@ from sacglam.run_directory import (
     changed_settings,
     create_run_directory,
     reachable_run_directory,
+    refuse_foreign_files,
     write_run_config,
 )
 from sacglam.runtime.checkpoint import CheckpointStore
@@ -88,6 +90,8 @@ def run_pipeline(
             f"{cfg.output_dir} already holds a run's checkpoints: continue it with --resume {cfg.output_dir}, "
             "or choose another --output-dir (nothing was changed)"
         )
+    if cfg.resume is None:
+        refuse_foreign_files(run_dir)
     # A model name that does not load fails here, in one line, before anything is written.
     check_model(cfg.agent.model, cfg.agent.tiny_vocabulary)
     cfg.env.spec().prepare()  # TextWorld's games, built here once rather than by every worker
@@ -115,7 +119,8 @@ def run_pipeline(
         write_run_config(cfg)
         if (settings := paper_settings_note(cfg)) is not None:
             announce(settings)
-    elif changed := changed_settings(cfg):
+    changed = changed_settings(cfg) if cfg.resume is not None else []
+    if changed:
         announce(
             f"resuming with settings that differ from {run_dir / 'config.json'}: {'; '.join(changed)} "
             "(this session only: config.json keeps the run's own, so a later --resume needs them again)"
@@ -129,7 +134,6 @@ def run_pipeline(
             if (run_dir / METRICS_FILE).is_file():
                 (local / METRICS_FILE).write_bytes((run_dir / METRICS_FILE).read_bytes())
     kept_until = resumed_at if resumed_at is not None else (-1 if earlier_attempt else None)
-    logger = MetricsLogger(local, keep_until=kept_until, mirror=None if run_dir.is_local else run_dir)
     torch.manual_seed(cfg.seed)
     threads = torch.get_num_threads()  # the local runner's learner may set its own: given back at the end
     try:
@@ -142,18 +146,23 @@ def run_pipeline(
         else:
             parts = build_local(cfg, store.root, resuming=latest is not None)
     except BaseException:
-        logger.close()
         torch.set_num_threads(threads)
         raise
+    logger: MetricsLogger | None = None
     try:
         if latest is not None:
-            counters = restore(parts, latest)
+            try:
+                counters = restore(parts, latest)
+            except TrainableStateMismatch as error:  # before the metrics are touched: nothing changes
+                raise RunDirectoryError(resume_mismatch(run_dir, latest.name, changed, error)) from error
             stored = resolve(parts.storage.call(ExperienceStore.size))
             announce(
                 f"resumed {run_dir} from {latest.name}: {counters.env_steps} env steps, {counters.updates} updates, "
                 f"{stored} transitions in storage"
             )
-        else:
+        # the earlier sessions' records past the checkpoint go now, once the checkpoint has loaded
+        logger = MetricsLogger(local, keep_until=kept_until, mirror=None if run_dir.is_local else run_dir)
+        if latest is None:
             counters = Counters(
                 next_checkpoint=cfg.pipeline.checkpoint_every or cfg.total_env_steps,
                 next_eval=0 if cfg.eval_at_start else cfg.eval_every,
@@ -175,9 +184,22 @@ def run_pipeline(
         write_torch(run_dir / "learner.pt", resolve(parts.learners[0].call(LearnerService.state_dict)))
         return final
     finally:
-        logger.close()
+        if logger is not None:
+            logger.close()
         parts.close()
         torch.set_num_threads(threads)
+
+
+def resume_mismatch(run_dir: StoragePath, checkpoint: str, changed: list[str], error: BaseException) -> str:
+    """The one line of a resume whose settings build an agent the checkpoint's weights do not fit."""
+    cause = getattr(error, "cause", None) or error  # Ray's RayTaskError carries the learner's error as `cause`
+    detail = " ".join(str(cause.args[0] if cause.args else cause).split())
+    differ = f"settings that differ from its config.json: {'; '.join(changed)}" if changed else "no setting differs"
+    return (
+        f"cannot resume {run_dir} with these settings: its checkpoint {checkpoint} holds weights of another agent "
+        f"({detail}); {differ}. The model, LoRA, critic and algorithm settings cannot change on a resume: resume "
+        "without changing them, or start a fresh run with another --output-dir (nothing was changed)"
+    )
 
 
 def kept_note(store: CheckpointStore, run_dir: StoragePath) -> str:
