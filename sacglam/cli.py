@@ -560,18 +560,21 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
         if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, named):
             if unread := unread_env_setting(env_block):
                 raise UsageError(f"{rest[at + 1]}: {unread}")
-        flag_algo = _last_flag_value(rest, "--algo")
-        if cls is TrainConfig and from_file and flag_algo is not None and flag_algo != from_file.get("algo"):
-            # the method's own defaults under what the file sets, as `algo:` in the file would get
-            # (`TrainConfig.nested_defaults`: `ppo` a value head unless the file names a critic)
-            from_file = {**from_file, "algo": flag_algo}
-            default = from_dict(TrainConfig, from_file, where=f"{rest[at + 1]} with --algo {flag_algo}")
+        mapping = from_file
         if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):
             # the file's environment would have its words collected (random play: seconds to a minute)
             # only for flags to replace it: `_resolve_again` collects the final environment's
             agent = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
             mapping = {**from_file, "agent": {**agent, "tiny_vocabulary": [_UNRESOLVED]}}
             default = from_dict(TrainConfig, mapping, where=rest[at + 1])
+        flag_algo = _last_flag_value(rest, "--algo")
+        if cls is TrainConfig and from_file and flag_algo is not None and flag_algo != from_file.get("algo"):
+            # the method's own defaults under what the file sets, as `algo:` in the file would get
+            # (`TrainConfig.nested_defaults`: `ppo` a value head unless the file names a critic)
+            with contextlib.suppress(ConfigError):  # the file names what the method does not fit: the
+                # flags given with it may fit them together (`--agent.critic value`); tyro says if not
+                default = from_dict(TrainConfig, {**mapping, "algo": flag_algo}, where=rest[at + 1])
+                from_file = {**from_file, "algo": flag_algo}
         default = default or load_yaml_config(cls, rest[at + 1])
         del rest[at : at + 2]
     if cls is TrainConfig and default is None and (named_by_flags := _method_and_environment(rest)):
@@ -927,7 +930,12 @@ def main(args: list[str] | None = None) -> None:
     a directory, a cluster) ends the command with its message on one line and exit status 2; any
     other exception is a bug and keeps its traceback."""
     try:
-        cfg = parse(sys.argv[1:] if args is None else list(args))
+        try:
+            cfg = parse(sys.argv[1:] if args is None else list(args))
+        except BrokenPipeError:  # the reader of `--help` went away (`sacglam train --help | head`): stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout does not fail again
+            raise SystemExit(1) from None
         for cls, run in COMMANDS.values():
             if isinstance(cfg, cls):
                 run(cfg)  # type: ignore[operator]
@@ -936,10 +944,6 @@ def main(args: list[str] | None = None) -> None:
         _leave_ray()
         print(f"sacglam: {error.one_line()}", file=sys.stderr)
         raise SystemExit(2) from None
-    except BrokenPipeError:  # the reader went away (`sacglam train --help | head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout does not fail again
-        raise SystemExit(1) from None
     except Exception as error:
         ray_exceptions = sys.modules.get("ray.exceptions")  # only a run that started Ray can raise its errors
         if ray_exceptions is None or not isinstance(error, ray_exceptions.RayError):

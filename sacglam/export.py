@@ -97,11 +97,12 @@ def evaluation_of_weights(run_dir: str, env_steps: int) -> dict[str, float]:
 
     if is_export(run_dir):
         return dict(export_settings(run_dir)["last_evaluation"])
-    path = StoragePath(run_dir) / "metrics.jsonl"
+    from sacglam.report import METRICS_FILE, metrics_records
+
+    path = StoragePath(run_dir) / METRICS_FILE
     found: dict[str, float] = {}
     if path.is_file():
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
+        for row in metrics_records(path.read_bytes().decode(errors="replace"), str(path)):
             if any(k.startswith("eval/") for k in row) and row.get("env_steps", 0) <= env_steps:
                 found = {k: v for k, v in row.items() if k.startswith("eval/") or k == "env_steps"}
     return found

@@ -44,7 +44,12 @@ def read_metrics(run_dir: Path) -> list[dict]:
     a record a crash or a full disk cut short, and is left out. Any other line that is not a
     record raises `MetricsFileError`, naming the file and the line."""
     path = Path(run_dir) / METRICS_FILE
-    text = path.read_text(errors="replace")
+    return metrics_records(path.read_text(errors="replace"), str(path))
+
+
+def metrics_records(text: str, path: str) -> list[dict]:
+    """The records of a `metrics.jsonl` whose text is `text` (`path` names it in an error), read
+    as `read_metrics` reads them."""
     lines = text.splitlines()
     records = []
     for number, line in enumerate(lines, start=1):

@@ -37,14 +37,14 @@ def reachable_run_directory(location: object) -> StoragePath:
     return directory
 
 
-# What `sacglam train` (and `evaluate --run`, `watch` beside it) writes in a run directory: a
-# fresh run may start in a folder holding only these (an earlier attempt that stopped before its
-# first checkpoint), never over anything else.
+# What `sacglam train` writes in a run directory (and `evaluate --run` beside it). A fresh run
+# starts in a folder holding none of these, or an earlier attempt's (its config.json a run's,
+# stopped before its first checkpoint); it writes beside anything else there (a log of the
+# command's output, a `.gitkeep`), never over a file it did not write.
 RUN_ENTRIES = frozenset(
     {
         "config.json",
         "metrics.jsonl",
-        "metrics.jsonl.tmp",  # a resume's rewrite of the records, cut short
         "metrics.csv",
         "tensorboard",
         "checkpoints",
@@ -58,22 +58,16 @@ RUN_ENTRIES = frozenset(
 
 
 def refuse_foreign_files(directory: StoragePath) -> None:
-    """A fresh run's output directory must be new, empty, or an earlier attempt of a run (its
-    `config.json`, a run's config, and only what a run writes): anything else is the user's, and
-    a run would overwrite or append to it (`config.json`, `report.md`, `metrics.jsonl`)."""
-    entries = [child.name for child in directory.children()]
-    if not entries:
+    """A fresh run's output directory must hold none of the files a run writes, unless they are
+    an earlier attempt's (its `config.json` a run's config): a run would overwrite or append to
+    the user's `config.json`, `report.md`, `metrics.jsonl`. An empty `checkpoints/` is no file."""
+    present = [child.name for child in directory.children() if child.name in RUN_ENTRIES]
+    if not present or present == ["checkpoints"] or _holds_run_config(directory / "config.json"):
         return
-    foreign = [name for name in entries if name not in RUN_ENTRIES]
-    if not foreign and not _holds_run_config(directory / "config.json"):
-        foreign = [name for name in entries if name != "checkpoints"]  # a run always writes its config first
-    if foreign:
-        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
-        raise RunDirectoryError(
-            f"{directory} already holds files that are not a run's ({shown}): a run writes config.json, "
-            "metrics and checkpoints there and would overwrite them; choose a new or empty --output-dir "
-            "(nothing was changed)"
-        )
+    raise RunDirectoryError(
+        f"{directory} already holds {', '.join(present)}, not written by a run (it has no run's config.json): "
+        "a run would overwrite them; choose another --output-dir, or move them (nothing was changed)"
+    )
 
 
 def _holds_run_config(file: StoragePath) -> bool:

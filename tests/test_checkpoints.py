@@ -246,7 +246,7 @@ def test_a_resume_whose_settings_build_another_agent_fails_in_one_line_and_chang
     assert exit_.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"sacglam: cannot resume {run_copy} with these settings: its checkpoint step-000000256")
-    assert "trainable state does not fit this agent" in line and named in line and "nothing was changed" in line
+    assert "trainable state does not fit this agent" in line and named in line and "records are kept" in line
     assert _files(run_copy) == before  # the metrics and TensorBoard files too: the check comes first
 
 
@@ -279,10 +279,10 @@ def test_a_run_logs_one_training_record_at_its_budget(finished_run):
 
 @pytest.mark.parametrize(
     "files",
-    [{"notes.txt": "mine"}, {"config.json": '{"my": "settings"}', "report.md": "# my notes"}, {"metrics.jsonl": "x"}],
-    ids=["a file of the user's", "a config.json not a run's", "records without a config"],
+    [{"config.json": '{"my": "settings"}', "report.md": "# my notes"}, {"metrics.jsonl": "x", "train.log": ""}],
+    ids=["a config.json not a run's", "records without a config"],
 )
-def test_a_fresh_run_refuses_a_folder_holding_files_that_are_not_a_runs(tmp_path, capsys, files):
+def test_a_fresh_run_refuses_a_folder_holding_files_a_run_would_overwrite(tmp_path, capsys, files):
     folder = tmp_path / "mine"
     folder.mkdir()
     for name, text in files.items():
@@ -290,5 +290,21 @@ def test_a_fresh_run_refuses_a_folder_holding_files_that_are_not_a_runs(tmp_path
     with pytest.raises(SystemExit):
         main(["train", "--agent.model", "tiny-causal", "--total-env-steps", "64", "--output-dir", str(folder)])
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert f"{folder} already holds files that are not a run's" in line and "nothing was changed" in line
+    assert f"{folder} already holds " in line and "not written by a run" in line and "nothing was changed" in line
     assert {p.name: p.read_text() for p in folder.iterdir()} == files
+
+
+def test_a_fresh_run_writes_beside_other_files_and_over_an_earlier_attempt(tmp_path, finished_run):
+    """A log the command's output goes to (`... | tee DIR/train.log`), a `.gitkeep`: the run's
+    files do not touch them; an earlier attempt's files (a run's config.json) are its own."""
+    from sacglam.run_directory import refuse_foreign_files
+    from sacglam.runtime.storage import StoragePath
+
+    folder = tmp_path / "mine"
+    (folder / "checkpoints").mkdir(parents=True)
+    for name in ("train.log", ".gitkeep", "notes.txt"):
+        (folder / name).write_text("")
+    refuse_foreign_files(StoragePath(folder))
+    for name in ("config.json", "metrics.jsonl"):
+        shutil.copy(Path(finished_run) / name, folder / name)
+    refuse_foreign_files(StoragePath(folder))

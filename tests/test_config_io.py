@@ -183,3 +183,17 @@ def test_an_unread_env_setting_is_found_only_where_a_file_changes_it():
     dial = {"name": "tests.broken_envs:Dial", "max_steps": 10}
     assert unread_env_setting(dial).startswith("env.max_steps is a setting of playground-text, babyai-text, textworld")
     assert "env.kwargs is a setting of protocol environments" in unread_env_setting({"kwargs": {"n": 1}})
+
+
+@pytest.mark.parametrize(
+    "config, flags, algo, critic",
+    [
+        ("cpu_simple_sac_her.yaml", ["--algo", "ppo", "--agent.critic", "value"], "ppo", "value"),
+        ("cpu_simple_ppo.yaml", ["--algo", "sac-her", "--agent.critic", "action"], "sac-her", "action"),
+        ("cpu_simple_sac_her.yaml", ["--algo", "sac", "--sac.no-her", "--sac.sampling", "uniform"], "sac", "action"),
+    ],
+)
+def test_algo_beside_a_file_that_names_another_critic_takes_the_flags_that_fit_them(config, flags, algo, critic):
+    """The file's own blocks stay; the flags given with `--algo` may fit them to the method."""
+    cfg = parse(["train", "--config", f"tune_configs/runs/{config}", *flags])
+    assert (cfg.algo, cfg.agent.critic) == (algo, critic)

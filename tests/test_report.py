@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sacglam.report import before_and_after, report_lines
 
 CONFIG = {"algo": "ppo", "agent": {"model": "tiny-causal"}, "total_env_steps": 64, "runner": "local"}
@@ -158,3 +160,15 @@ def test_no_held_out_line_when_held_out_success_rose_or_the_train_goals_did_not(
         tmp_path / "solved", _with_held_out(0.2, 0.0, 1.0, 1.0), _with_held_out(0.56, 0.36, 1.0, 1.0), episodes=256
     )
     assert "held-out goals rose" not in before_and_after(solved)
+
+
+def test_metrics_records_drop_a_torn_last_record_only():
+    from sacglam.report import MetricsFileError, metrics_records
+
+    whole = '{"env_steps": 0, "a": 1}\n{"env_steps": 64, "a": NaN}\n'
+    assert [r["env_steps"] for r in metrics_records(whole + '{"env_steps": 128, "a', "m")] == [0, 64]
+    assert [r["env_steps"] for r in metrics_records(whole + '{"env_steps": 128}', "m")] == [0, 64, 128]  # whole
+    with pytest.raises(MetricsFileError, match="m line 2 is not a metrics record"):
+        metrics_records('{"env_steps": 0}\n{"env_steps": 64, "a\n{"env_steps": 128}\n', "m")  # torn, then more
+    with pytest.raises(MetricsFileError, match="m line 1 is not a metrics record"):
+        metrics_records('{"steps": 0}\n', "m")  # not a run's

@@ -198,7 +198,7 @@ def resume_mismatch(run_dir: StoragePath, checkpoint: str, changed: list[str], e
     return (
         f"cannot resume {run_dir} with these settings: its checkpoint {checkpoint} holds weights of another agent "
         f"({detail}); {differ}. The model, LoRA, critic and algorithm settings cannot change on a resume: resume "
-        "without changing them, or start a fresh run with another --output-dir (nothing was changed)"
+        "without changing them, or start a fresh run with another --output-dir (the run's checkpoints and records are kept as they were)"
     )
 
 
