@@ -336,8 +336,9 @@ class PipelineDriver:
         self._check_learning_signal()
         self._check_hindsight_reports()
         self._check_held_out_reports(result.reported_goals)
-        # at the budget, the run's final record (after the updates still owed) is the one logged
-        if c.next_log <= c.env_steps < self.cfg.total_env_steps:
+        # at the budget, the run's final record (after the updates still owed) is the one logged;
+        # an on-policy run's discarded steps do not count towards it (its schedule goes on)
+        if c.next_log <= c.env_steps and c.env_steps - c.discarded_env_steps < self.cfg.total_env_steps:
             self.log()
             c.next_log += self.cfg.log_every
         if self.on_chunk is not None:
