@@ -33,6 +33,7 @@ from sacglam.envs.protocol import (
     EnvironmentProtocolError,
     info_problems,
     observation_problems,
+    reward_scale_warning,
     step_arity_problem,
     step_value_problems,
 )
@@ -128,13 +129,7 @@ class ProtocolGuard(gymnasium.Wrapper):
             self._reported[goal] = self._t
         if reward not in (0.0, 1.0) and "achieved_goals" in info and self._name not in _WARNED_OF_REWARDS:
             _WARNED_OF_REWARDS.add(self._name)
-            warnings.warn(
-                f"{self._name}, {where}: reward {reward:g}, where an environment that reports achieved goals pays 1 "
-                "on success and 0 otherwise: a relabeled transition is rewarded 1 at its goal's report and 0 "
-                "elsewhere, so with relabeling (sac-her, ppo.her) the critic would learn two reward scales; scale the "
-                "success reward to 1 and drop shaping (docs/environments.md). Said once per process",
-                stacklevel=2,
-            )
+            warnings.warn(f"{reward_scale_warning(self._name, where, reward)}. Said once per process", stacklevel=2)
         if self._goal is not None and self._goal in achieved and not (terminated and reward > 0):
             problems.append(
                 f"{where}: the episode's own goal {self._goal!r} was reported achieved but the step was not a success "

@@ -234,12 +234,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             _warn_outside_space(env, "action_space", action, where, outside_space)
             if "achieved_goals" in info and float(reward) not in (0.0, 1.0) and not reward_scale_seen:
                 reward_scale_seen = True
-                warnings.warn(
-                    f"{type(env.unwrapped).__name__}, {where}: reward {float(reward):g}, where an environment that "
-                    "reports achieved goals pays 1 on success and 0 otherwise: relabeled transitions are rewarded 1 "
-                    "at the goal's report and 0 elsewhere, so relabeling would mix two reward scales",
-                    stacklevel=2,
-                )
+                warnings.warn(reward_scale_warning(type(env.unwrapped).__name__, where, float(reward)), stacklevel=2)
             if "achieved_goals" in info:
                 features["hindsight"] = True
                 for achieved in info["achieved_goals"]:
@@ -277,6 +272,16 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {shown}"
         )
     return features
+
+
+def reward_scale_warning(name: str, where: str, reward: float) -> str:
+    """The warning for a reward other than 0 or 1 from an environment that reports achieved goals."""
+    return (
+        f"{name}, {where}: reward {reward:g}, where an environment that reports achieved goals pays 1 on success "
+        "and 0 otherwise: a relabeled transition is rewarded 1 at its goal's report and 0 elsewhere, so with "
+        "relabeling (sac-her, ppo.her) the critic would learn two reward scales; scale the success reward to 1 and "
+        "drop shaping (docs/environments.md)"
+    )
 
 
 def _warn_outside_space(env: gymnasium.Env, name: str, text: Any, where: str, warned: set[str]) -> None:

@@ -74,10 +74,8 @@ class MetricsLogger:
         kept: list[dict[str, Any]] = []
         if keep_until is not None and jsonl.exists():
             kept = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
-            # a new file renamed over the old: a crash here leaves the old records or the kept ones, never a part
-            tmp = jsonl.with_name(jsonl.name + ".tmp")
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-            os.replace(tmp, jsonl)
+            # a crash here leaves the old records or the kept ones, never a part
+            StoragePath(jsonl).replace_text("".join(json.dumps(r) + "\n" for r in kept))
         self._jsonl = jsonl.open("a")
         self._csv_path = self.directory / "metrics.csv"
         self._columns: list[str] | None = None  # known after this session's first record
