@@ -93,10 +93,14 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
     achieved = info.get("achieved_goals")
     if achieved is not None and (isinstance(achieved, str) or not all(isinstance(g, str) for g in achieved)):
         problems.append(f"{where}: info['achieved_goals'] must be a list of goal strings, got {achieved!r}")
-    padded = [g for g in [info.get("goal"), *(achieved or ())] if isinstance(g, str) and g != g.strip()]
-    if padded:  # "Cook the egg " reported for "Cook the egg" would be another goal, silently
+    goal = info.get("goal")  # checked at every step: no list built for it (a step of a guarded env is hot)
+    padded = goal if isinstance(goal, str) and goal != goal.strip() else None
+    for reported in achieved or ():
+        if padded is None and isinstance(reported, str) and reported != reported.strip():
+            padded = reported
+    if padded is not None:  # "Cook the egg " reported for "Cook the egg" would be another goal, silently
         problems.append(
-            f"{where}: goal {padded[0]!r} (in info['goal'] or info['achieved_goals']) has whitespace around it: goals "
+            f"{where}: goal {padded!r} (in info['goal'] or info['achieved_goals']) has whitespace around it: goals "
             "are compared as exact texts (a report with the episode's goal, a goal list), so strip them"
         )
     if "goal_type" in info and not isinstance(info["goal_type"], str):
