@@ -120,6 +120,13 @@ def test_a_run_on_s3_writes_every_part_there_and_resumes_from_its_uri(s3_server,
     assert CheckpointStore(run / "checkpoints").latest().name == "step-000000384"
     assert (run / "report.md").is_file() and f"report: {run / 'report.md'}" in out
 
+    # a damaged record is named by the run's own file, not by the session's local staging copy
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run / "metrics.jsonl").write_text("".join([lines[0], "not a record\n", *lines[2:]]))
+    with pytest.raises(SystemExit):
+        main(["train", "--resume", uri, "--total-env-steps", "512", "--no-progress"])
+    assert f"sacglam: {run / 'metrics.jsonl'} line 2 is not a metrics record" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize(
     "argv, expected",

@@ -125,14 +125,14 @@ def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
             running = _last_cluster_started_here()
             if running:
                 print(
-                    f"sacglam: note: a Ray cluster runs on this machine ({running}); this run starts its own. "
+                    f"note: a Ray cluster runs on this machine ({running}); this run starts its own. "
                     "Pass --address auto to run on that one instead"
                 )
             detected = _detected_cpus() if cpus_asked is not None else 0
             if cpus_asked is not None and (counted := local_cpus(cpus_asked, detected)) is not None:
                 options["num_cpus"] = counted
                 print(
-                    f"sacglam: note: the run's actors ask for {cpus_asked:g} CPUs and this machine has {detected}: "
+                    f"note: the run's actors ask for {cpus_asked:g} CPUs and this machine has {detected}: "
                     f"its local Ray counts {counted}, so the actors share the cores (fractions in "
                     "pipeline.resources.*_cpus say how to share them: docs/pipeline.md#resources)"
                 )
