@@ -377,7 +377,7 @@ class ExportArgs:
 def export(args: ExportArgs) -> str:
     import tempfile
 
-    from sacglam.export import EXPORT_FILES, ExportError, export_run
+    from sacglam.export import EXPORT_FILES, ExportError, export_run, public_location
     from sacglam.runtime.storage import STORAGE_ERRORS, StoragePath, upload_dir
 
     target = StoragePath(args.out)
@@ -399,7 +399,7 @@ def export(args: ExportArgs) -> str:
         export_run(args.run, target.local())
     else:  # written here, then uploaded: the target gets whole files only
         with tempfile.TemporaryDirectory(prefix="sacglam-export-") as tmp:
-            written = export_run(args.run, Path(tmp) / "export")
+            written = export_run(args.run, Path(tmp) / "export", out_name=public_location(args.out))
             try:
                 upload_dir(written, target)
             except STORAGE_ERRORS as error:

@@ -12,8 +12,10 @@ From the newest intact checkpoint of a run (a local path or URI) it writes into 
 - `sacglam.json`: what defines the policy besides the weights (the base model as named and the
   path it was loaded from, the scoring, the prompt template, the end-of-action token), the
   environment, the checkpoint's env steps and the run's last evaluation.
-- `README.md`: a model card with the same facts and how to load and score with plain
-  `transformers` + `peft`.
+- `train_config.json`: the run's whole config, what `sacglam train --config` takes to train it
+  again.
+- `README.md`: a model card with the same facts, how to load and score with plain
+  `transformers` + `peft`, and the commands that made it; its front matter is the Hub's metadata.
 
 Nothing here is needed to use the export: the policy is the base model (with the adapter)
 scoring each candidate action as the sum of its tokens' log-probabilities after the prompt,
@@ -69,7 +71,7 @@ def _checkpoint_state(run_dir: str) -> tuple[Any, dict, Any]:
     return cfg, read_torch(checkpoint / "learner.pt")["learner"], checkpoint
 
 
-def _public(path: str) -> str:
+def public_location(path: str) -> str:
     """A run's path or URI without credentials or query options (an export is meant to be shared)."""
     from urllib.parse import urlsplit, urlunsplit
 
@@ -162,11 +164,23 @@ def load_run_agent(run_dir: str):
 
 # What an export writes: a folder holding any of them holds an earlier export (any other files, a
 # run's own in `sacglam export runs/x runs/x` say, are left as they are).
-EXPORT_FILES = ("sacglam.json", "README.md", "adapter", "model", "critic.safetensors", "critic.json")
+EXPORT_FILES = (
+    "sacglam.json",
+    "README.md",
+    "adapter",
+    "model",
+    "critic.safetensors",
+    "critic.json",
+    "train_config.json",
+)
+# Built-in models published on the Hugging Face Hub: the id a model card names as its base.
+HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
-def export_run(run_dir: str, out: Path) -> Path:
-    """Write the export of `run_dir` into `out` (see the module docstring); returns `out`."""
+def export_run(run_dir: str, out: Path, out_name: str | None = None) -> Path:
+    """Write the export of `run_dir` into `out` (see the module docstring); returns `out`.
+    `out_name`: where the export goes as the user named it (a URI whose files are written in the
+    local folder `out`, then uploaded), for the model card; `out` itself when None."""
     import torch
     from safetensors.torch import save_file
 
@@ -199,6 +213,9 @@ def export_run(run_dir: str, out: Path) -> Path:
         weights_dir = out / "adapter"
         agent.llm.save_pretrained(weights_dir)  # type: ignore[operator]
         _name_base(weights_dir / "adapter_config.json", cfg.agent.model)
+        # peft writes a placeholder card naming the base by its local path (sacglam's cache): the
+        # export's own card, OUT/README.md, describes the agent
+        (weights_dir / "README.md").unlink(missing_ok=True)
     else:
         weights_dir = out / "model"
         agent.base_model.save_pretrained(weights_dir)
@@ -231,6 +248,8 @@ def export_run(run_dir: str, out: Path) -> Path:
             ),
             "keys": "net.{0,2,4}.{weight,bias} (a value head) or nets.<critic>.{0,2,4}.{weight,bias} (Q heads), "
             "input_norm.{count,mean,var} when standardised",
+            # the statistics are kept in float64 (summed over a whole run): cast them to the features' dtype
+            "dtypes": {name: str(tensor.dtype).removeprefix("torch.") for name, tensor in sorted(tensors.items())},
         }
         (out / "critic.json").write_text(json.dumps(critic, indent=2))
     settings = {
@@ -271,12 +290,15 @@ def export_run(run_dir: str, out: Path) -> Path:
         # the whole run config (where it was written: made public), so that `sacglam evaluate --run`
         # and `sacglam watch` take an export as they take its run
         "run_config": dataclasses.asdict(
-            dataclasses.replace(cfg, output_dir=_public(str(cfg.output_dir)), resume=None)
+            dataclasses.replace(cfg, output_dir=public_location(str(cfg.output_dir)), resume=None)
         ),
     }
     (out / "sacglam.json").write_text(json.dumps(settings, indent=2, default=str))
+    (out / "train_config.json").write_text(json.dumps(settings["run_config"], indent=2, default=str))
     where = run_dir if "://" in str(run_dir) else os.path.abspath(run_dir)  # not relative to where it was typed
-    (out / "README.md").write_text(model_card(settings, _public(where)))
+    target = out_name if out_name is not None else str(out)
+    target = target if "://" in target else os.path.abspath(target)
+    (out / "README.md").write_text(model_card(settings, public_location(where), public_location(target)))
     return out
 
 
@@ -297,7 +319,10 @@ def _name_base(adapter_config: Path, name: str) -> None:
     adapter_config.write_text(json.dumps(config, indent=2))
 
 
-def model_card(settings: dict, run_dir: str) -> str:
+def model_card(settings: dict, run_dir: str, out: str = "OUT") -> str:
+    """The export's README.md: Hub metadata (front matter), what the agent is, its last
+    evaluation, how to load it without sacglam, and the commands that made it (`run_dir`, `out`:
+    where the run was and where the export went, without credentials)."""
     from sacglam.config import env_settings_read
 
     agent, policy, base = settings["agent"], settings["policy"], settings["base_model"]
@@ -320,7 +345,11 @@ def model_card(settings: dict, run_dir: str) -> str:
     auto = "AutoModelForSeq2SeqLM" if seq2seq else "AutoModelForCausalLM"
     weights = (
         f"a LoRA adapter (r {lora}, alpha {agent['lora_alpha']}"
-        + (f", the top {agent['lora_layers']} blocks" if agent["lora_layers"] else ", every block")
+        + (
+            (", the top block" if agent["lora_layers"] == 1 else f", the top {agent['lora_layers']} blocks")
+            if agent["lora_layers"]
+            else ", every block"
+        )
         + ") in `adapter/`"
         if lora
         else "the whole model in `model/`"
@@ -351,7 +380,17 @@ def model_card(settings: dict, run_dir: str) -> str:
         if str(base["loaded_from"]).startswith("$SACGLAM_CACHE")
         else ""
     )
-    return f"""# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
+    hub_base = HUB_IDS.get(base["name"])
+    if hub_base is None and _looks_like_hub_id(base["name"]):
+        hub_base = base["name"]
+    metadata = "\n".join(
+        ["---", f"library_name: {'peft' if lora else 'transformers'}"]
+        + ([f"base_model: {hub_base}"] if hub_base else [])
+        + ["tags:", "- sacglam", "- reinforcement-learning", f"- {settings['algo']}", "---"]
+    )
+    return f"""{metadata}
+
+# {settings["algo"]} agent on {settings["env"].get("name", "playground-text")}
 
 Trained with sacglam ({settings["algo"]}), exported from `{run_dir}` at {settings["env_steps"]} env steps{budget}.
 
@@ -375,5 +414,21 @@ from transformers import {auto}, AutoTokenizer
 {peft_import}{load}
 ```
 
-Made with `sacglam export {run_dir} OUT`; `sacglam.json` holds every setting of the agent.
+## How it was made
+
+Trained by `sacglam train` with the settings in `train_config.json` (the run's whole config); to
+train it again (on another machine the trajectory differs as a seed's would):
+
+```bash
+sacglam train --config train_config.json --output-dir runs/again
+```
+
+Exported with `sacglam export {run_dir} {out}`; `sacglam.json` holds every setting of the agent.
 """
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    """`org/name`, and not a folder here: a model the Hub has (a local path names no Hub base)."""
+    import re
+
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and not os.path.exists(name)

@@ -92,6 +92,18 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     )
     assert ("from peft import PeftModel" in card) == bool(agent.lora_rank)  # a whole model needs no peft
     assert '"n_objects": 3' in card and "tw_games" not in card  # the settings its environment reads
+    assert card.startswith(f"---\nlibrary_name: {'peft' if agent.lora_rank else 'transformers'}\n")
+    assert "base_model:" not in card  # a tiny model is on no hub
+    assert f"sacglam export {cfg.output_dir.resolve()} {out.resolve()}`" in card  # where it went, no placeholder
+    # the run's config, as `sacglam train --config` reads it: the same settings but where the run is
+    from sacglam.config import TrainConfig
+    from sacglam.config_io import load_yaml_config
+
+    again = load_yaml_config(TrainConfig, out / "train_config.json")
+    assert replace(again, output_dir=cfg.output_dir) == replace(cfg, resume=None)
+    # nothing in the export names sacglam's cache by its path on this machine (peft's own card did)
+    cache = str(cache_root())
+    assert not [p for p in out.rglob("*") if p.is_file() and p.suffix in (".md", ".json") and cache in p.read_text()]
     # a second export into the same folder would overwrite or mix in files: refused, nothing touched
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     with pytest.raises(SystemExit) as refused:
@@ -156,6 +168,7 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     critic = load_file(out / "critic.safetensors")
     described = json.loads((out / "critic.json").read_text())
     assert described["kind"] == "action" and described["width"] == 32
+    assert described["dtypes"] == {name: str(t.dtype).removeprefix("torch.") for name, t in critic.items()}
     assert torch.equal(critic["nets.0.0.weight"], reference.critic.nets[0][0].weight.detach())
 
 
