@@ -519,7 +519,7 @@ _DESCRIPTIONS = {  # what `--help` says above the options: the class's docstring
     ),
     EvalConfig: (
         f"{inspect.cleandoc(EvalConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config whose environment (and agent) to evaluate; "
-        "the flags below override it."
+        "with --run DIR, its environment only (the agent is the run's); the flags below override it."
     ),
 }
 
@@ -589,7 +589,15 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
-        default = _run_environment(rest, default)  # --env.* flags change the run's environment, not the default one
+        if "--config" in args and not isinstance(from_file.get("env"), dict):
+            raise UsageError(
+                f"--config {args[args.index('--config') + 1]} has no env block, and with --run a config gives only "
+                "the environment to evaluate on (the agent is the run's): add an env block, or drop --config"
+            )
+        if "--config" in args:  # the file's environment, which --env.* flags change
+            default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
+        else:  # --env.* flags change the run's environment, not the default one
+            default = _run_environment(rest, default)
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
     parsed = _one_line_errors(

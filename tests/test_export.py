@@ -315,9 +315,10 @@ def test_watch_writes_transcripts_a_person_reads_with_every_candidate_its_probab
     assert "<script" not in (out / "transcripts.html").read_text()  # opens without a server or scripts
 
 
-def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets(tmp_path):
+def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets(tmp_path, capsys):
     """`--env.*` changes the run's environment (not the default one); a run evaluated on its train
-    goals only is evaluated there; a bad --output fails before anything runs."""
+    goals only is evaluated there; `--config` gives another environment; a bad --output fails
+    before anything runs."""
     agent = AgentConfig(model="tiny-causal", lora_r=8, critic="action")
     cfg = trained_run(tmp_path, "run", agent, eval_held_out=False)
     output = tmp_path / "evaluation.json"
@@ -328,6 +329,22 @@ def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets
     assert all(k.startswith("eval/simple-train/") for k in report["evaluation"])
     with pytest.raises(SystemExit):
         main(["evaluate", "--run", str(cfg.output_dir), "--output", str(tmp_path)])  # a directory
+
+    # --config gives another environment (its env block), here one step long: no plan fits in it
+    one_step = tmp_path / "one_step.yaml"
+    one_step.write_text("env:\n  n_objects: 3\n  goals: simple-train\n  max_steps: 1\nsac:\n  batch_size: 4\n")
+    main(
+        ["evaluate", "--run", str(cfg.output_dir), "--config", str(one_step), "--output", str(output), "--no-progress"]
+    )
+    short = json.loads(output.read_text())
+    expert = "simple-train / expert"
+    assert short["table"][expert]["all"]["success"] == 0.0 < report["table"][expert]["all"]["success"]
+    no_env = tmp_path / "no_env.yaml"
+    no_env.write_text("seed: 3\n")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--run", str(cfg.output_dir), "--config", str(no_env), "--output", str(output)])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"sacglam: --config {no_env} has no env block") and "drop --config" in line
 
 
 def test_watch_refuses_held_out_goals_an_environment_does_not_have(tmp_path, capsys):
