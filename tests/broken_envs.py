@@ -223,3 +223,44 @@ class PaddedReport(Dial):
     def step(self, action):
         achieved, reward, terminated, truncated = self._outcome(action)
         return self._obs(), reward, terminated, truncated, self._info([f"{goal} " for goal in achieved])
+
+
+class Combination(gymnasium.Env):
+    """A safe opened by its 4-digit code pressed in order, in 4 steps: random play opens it once in
+    10,000 episodes, its `expert_action()` always. Reports "Open the safe" when it opens."""
+
+    observation_space = gymnasium.spaces.Text(max_length=200, charset=string.printable)
+    action_space = gymnasium.spaces.Text(max_length=20, charset=string.printable)
+    CODE = "2718"
+    success_reward = 1.0
+
+    def _obs(self) -> str:
+        return f"Goal: Open the safe\nPressed: {self.pressed or 'nothing'}\nAction:"
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        return {"candidates": [f"Press {d}" for d in "0123456789"], "goal": "Open the safe", "achieved_goals": achieved}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pressed = ""
+        return self._obs(), self._info([])
+
+    def expert_action(self) -> str:
+        return f"Press {self.CODE[len(self.pressed)]}"
+
+    def step(self, action):
+        if action not in self._info([])["candidates"]:
+            raise ValueError(f"{action!r} is not a key of the safe")
+        self.pressed += action[-1]
+        opened = self.pressed == self.CODE
+        achieved = ["Open the safe"] if opened else []
+        truncated = len(self.pressed) >= len(self.CODE) and not opened
+        return self._obs(), self.success_reward * opened, opened, truncated, self._info(achieved)
+
+
+class CombinationPaysFive(Combination):
+    success_reward = 5.0
+
+
+class CombinationPaysFiveWithoutExpert(CombinationPaysFive):
+    expert_action = None  # type: ignore[assignment]

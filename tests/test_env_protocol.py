@@ -105,7 +105,8 @@ class Corridor(gymnasium.Env):
 
 
 def test_playground_text_and_babyai_text_pass_with_hindsight_and_goal_resets():
-    playground = check_environment(PlaygroundText(n_objects=3, goals="simple-train", max_steps=8))
+    # 20 episodes: random play reaches a success, whose reward the checker then sees (with 5 it warns)
+    playground = check_environment(PlaygroundText(n_objects=3, goals="simple-train", max_steps=8), episodes=20)
     assert playground == {"goal": True, "hindsight": True, "goal_type": False, "goal_reset": True}
     babyai = check_environment(BabyAIText("MixedLocal"))
     assert babyai == {"goal": True, "hindsight": True, "goal_type": True, "goal_reset": True}
@@ -220,3 +221,17 @@ def test_texts_inside_the_declared_spaces_and_rewards_of_0_and_1_give_no_warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_environment(Dial(), episodes=20)
+
+
+def test_a_success_random_play_never_reaches_is_played_by_the_expert_to_check_its_reward():
+    """Random play rarely succeeds on a hard environment, so its reward scale would go unchecked:
+    the expert's episode shows it, and without an expert the checker says it was not checked."""
+    from tests.broken_envs import Combination, CombinationPaysFive, CombinationPaysFiveWithoutExpert
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_environment(Combination())  # the expert's success pays 1: nothing to say
+    with pytest.warns(UserWarning, match="CombinationPaysFive, the expert's episode, step 4: reward 5, where an"):
+        check_environment(CombinationPaysFive())
+    with pytest.warns(UserWarning, match="no step was rewarded in the random episodes, so the reward of a success"):
+        check_environment(CombinationPaysFiveWithoutExpert())

@@ -174,7 +174,9 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
     action it did not offer. Raises `EnvironmentProtocolError` listing every problem
     found (at most 10); returns the optional features the environment has: `goal` (goal-conditioned,
     relabelable observations), `hindsight` (`achieved_goals` reported), `goal_type`, `goal_reset`
-    (`reset(options={"goal": g})` honoured)."""
+    (`reset(options={"goal": g})` honoured). When no random step was rewarded, one episode follows
+    the environment's `expert_action()` (if it has one) to see a success's reward; without one, a
+    warning says the reward scale went unchecked."""
     rng = random.Random(seed)
     problems: list[str] = [
         f"it has no {name} (gymnasium environments declare theirs, e.g. gymnasium.spaces.Text(max_length=...))"
@@ -186,7 +188,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {'; '.join(problems)}"
         )
     features = {"goal": False, "hindsight": False, "goal_type": False, "goal_reset": False}
-    both_flags_seen = mutation_seen = reward_scale_seen = False
+    both_flags_seen = mutation_seen = reward_scale_seen = rewarded = False
     outside_space: set[str] = set()  # the spaces a text was found outside of (warned of once each)
     for episode in range(episodes):
         result = env.reset(seed=seed + episode)
@@ -236,6 +238,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 break
             _warn_outside_space(env, "observation_space", obs, where, outside_space)
             _warn_outside_space(env, "action_space", action, where, outside_space)
+            rewarded = rewarded or float(reward) != 0.0
             if "achieved_goals" in info and float(reward) not in (0.0, 1.0) and not reward_scale_seen:
                 reward_scale_seen = True
                 warnings.warn(reward_scale_warning(type(env.unwrapped).__name__, where, float(reward)), stacklevel=2)
@@ -266,6 +269,8 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 break
         if problems:
             break
+    if not problems and not rewarded:  # random play never succeeded: the expert's episode shows a success's reward
+        problems += _check_an_expert_episode(env, seed, max_steps, features["goal"])
     if not problems:
         _probe_an_action_outside_the_candidates(env, seed)
     if features["goal"] and not problems:
@@ -276,6 +281,43 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             f"{type(env.unwrapped).__name__} does not follow the environment protocol: {shown}"
         )
     return features
+
+
+def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_goal: bool) -> list[str]:
+    """One episode following `expert_action()`, for an environment whose random episodes were
+    never rewarded: the reward of a success is checked against the scale relabeling uses (a warning,
+    as for random play's steps). Without an expert, or when the expert's episode is not rewarded
+    either, it warns that the scale went unchecked. Returns the problems found (an expert action
+    that is not a candidate, values against the protocol)."""
+    name = type(env.unwrapped).__name__
+    expert = getattr(env, "expert_action", None) or getattr(env.unwrapped, "expert_action", None)
+    if callable(expert):
+        _, info = env.reset(seed=seed)
+        for t in range(max_steps):
+            where = f"the expert's episode, step {t + 1}"
+            try:
+                action = expert()
+            except Exception as error:  # the user's code: said in the checker's one line, not a traceback
+                return [f"{where}: expert_action() failed ({type(error).__name__}: {error})"]
+            if action not in list(info["candidates"]):
+                return [f"{where}: expert_action() returned {action!r}, which is not one of info['candidates']"]
+            obs, reward, terminated, truncated, info = env.step(action)
+            problems = step_value_problems(reward, terminated, truncated, where) + info_problems(info, where, has_goal)
+            if problems:
+                return problems
+            if float(reward) != 0.0:
+                if "achieved_goals" in info and float(reward) not in (0.0, 1.0):
+                    warnings.warn(reward_scale_warning(name, where, float(reward)), stacklevel=3)
+                return []
+            if terminated or truncated:
+                break
+    expert_too = " or the expert's episode" if callable(expert) else ""
+    warnings.warn(
+        f"{name}: no step was rewarded in the random episodes{expert_too}, so the reward of a success (1 for relabeling) was not checked: check_environment(env, episodes=...) with "
+        "more episodes, or give the environment an expert_action()",
+        stacklevel=3,
+    )
+    return []
 
 
 def reward_scale_warning(name: str, where: str, reward: float) -> str:
