@@ -45,7 +45,7 @@ from sacglam.config import (
 )
 from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
-from sacglam.errors import UserInputError, user_error_in_remote_text, with_notes
+from sacglam.errors import UserInputError, one_line_warnings, user_error_in_remote_text, with_notes
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
 from sacglam.policies import EnvironmentExpert, RandomPolicy
 from sacglam.run_directory import RunAlreadyComplete
@@ -937,6 +937,7 @@ def main(args: list[str] | None = None) -> None:
     """Parse and run a subcommand. An error the user can fix (`UserInputError`: a config, a model,
     a directory, a cluster) ends the command with its message on one line and exit status 2; any
     other exception is a bug and keeps its traceback."""
+    one_line_warnings()
     try:
         try:
             cfg = parse(sys.argv[1:] if args is None else list(args))

@@ -19,6 +19,7 @@ import tyro
 from gymnasium.vector import VectorEnv
 
 from sacglam.envs.spec import BabyAISpec, EnvironmentSpec, GymnasiumSpec, PlaygroundSpec, TextWorldSpec
+from sacglam.errors import SacglamWarning
 
 Variant = Literal["full", "simple", "babyai-goto", "babyai-pickup", "babyai-mixed"]
 DEFAULT_EVAL_VARIANTS: tuple[Variant, ...] = ("simple", "full")
@@ -581,6 +582,7 @@ class PPOConfig:
         warnings.warn(
             "ppo.normalize_advantages is an earlier setting: read as advantage_normalization minibatch/none, "
             "value_target gae and half the vf_coef (the same losses); see docs/algorithms.md#ppo-glam",
+            category=SacglamWarning,
             stacklevel=2,
         )
         data = dict(data)

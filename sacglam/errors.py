@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 
 
 class UserInputError(Exception):
@@ -27,6 +28,29 @@ class UserInputError(Exception):
         else:
             line = " ".join(part.strip() for part in str(self).splitlines() if part.strip())
         return with_notes(line, self)
+
+
+class SacglamWarning(UserWarning):
+    """Something legal but likely wrong in what the user gave (an environment's rewards, reports or
+    spaces; an earlier setting's name). The command line shows it on one line (`one_line_warnings`)."""
+
+
+def one_line_warnings() -> None:
+    """Show each `SacglamWarning` as `warning: <message>` on one line: Python's default format adds
+    the file and line it was raised at and that line's source, which are sacglam's code, not the
+    user's. Other warnings keep Python's format. Installed by the command line and by the processes
+    that run environments (rollout actors); installing it twice changes nothing."""
+    original = warnings.formatwarning
+    if getattr(original, "sacglam_one_line", False):
+        return
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        if issubclass(category, SacglamWarning):
+            return f"warning: {' '.join(str(message).split())}\n"
+        return original(message, category, filename, lineno, line)
+
+    formatwarning.sacglam_one_line = True  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning
 
 
 def with_notes(line: str, error: BaseException) -> str:

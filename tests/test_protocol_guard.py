@@ -133,3 +133,27 @@ def test_the_guard_is_invisible_to_code_that_reads_the_environments_attributes()
     assert pickle.loads(pickle.dumps(env)).vocabulary == broken_envs.DIAL_WORDS  # Ray ships environments
     with pytest.raises(AttributeError):
         assert env.no_such_attribute is None  # never reached: the read raises
+
+
+def test_a_warning_met_while_collecting_words_says_so_and_the_command_line_shows_it_on_one_line(monkeypatch):
+    """The first steps a run takes in a tiny-model run are the random play that collects the
+    environment's words: a warning from them says that is where its episode and step are. The
+    command line prints sacglam's warnings as `warning: <message>`, without the file, line and
+    source of sacglam's code that Python's format adds; other warnings keep Python's format."""
+    from sacglam.envs.words import collect_words
+    from sacglam.errors import SacglamWarning, one_line_warnings
+
+    monkeypatch.setattr(guard, "_WARNED_OF_REWARDS", set())
+    with pytest.warns(SacglamWarning) as seen:
+        collect_words(lambda: guarded("PaysFive"), steps=200)
+    [message] = [str(w.message) for w in seen if "reward 5" in str(w.message)]
+    assert message.startswith("in the random play that collects the environment's words: PaysFive, episode ")
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    plain = warnings.formatwarning("a\nb", UserWarning, "x.py", 3)
+    one_line_warnings()
+    one_line_warnings()  # twice: the same
+    assert warnings.formatwarning(message + "\n  more", SacglamWarning, "sacglam/envs/guard.py", 132) == (
+        f"warning: {message} more\n"
+    )
+    assert warnings.formatwarning("a\nb", UserWarning, "x.py", 3) == plain

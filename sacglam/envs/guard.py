@@ -37,7 +37,7 @@ from sacglam.envs.protocol import (
     step_arity_problem,
     step_value_problems,
 )
-from sacglam.errors import UserInputError
+from sacglam.errors import SacglamWarning, UserInputError
 
 _WARNED_OF_REPEATS: set[str] = set()  # the environment classes whose repeated reports this process warned of
 _WARNED_OF_REWARDS: set[str] = set()  # ... and those whose rewards other than 0 and 1 it warned of
@@ -123,13 +123,18 @@ class ProtocolGuard(gymnasium.Wrapper):
                     f"{self._name}, {where}: goal {repeated[0]!r} was reported achieved again in the same episode; "
                     "sacglam keeps each goal's first report only (a goal is reported once per episode, the first time "
                     "it is achieved: docs/environments.md). Said once per process",
+                    category=SacglamWarning,
                     stacklevel=2,
                 )
         for goal in achieved:
             self._reported[goal] = self._t
         if reward not in (0.0, 1.0) and "achieved_goals" in info and self._name not in _WARNED_OF_REWARDS:
             _WARNED_OF_REWARDS.add(self._name)
-            warnings.warn(f"{reward_scale_warning(self._name, where, reward)}. Said once per process", stacklevel=2)
+            warnings.warn(
+                f"{reward_scale_warning(self._name, where, reward)}. Said once per process",
+                category=SacglamWarning,
+                stacklevel=2,
+            )
         if self._goal is not None and self._goal in achieved and not (terminated and reward > 0):
             problems.append(
                 f"{where}: the episode's own goal {self._goal!r} was reported achieved but the step was not a success "

@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from sacglam.errors import UserInputError
+from sacglam.errors import SacglamWarning, UserInputError
 
 GOAL_PREFIX = "Goal: "
 
@@ -226,6 +226,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                     f"was changed in place by step() (was {listed!r}, now {list(candidates)!r}); sacglam copies "
                     "each list it is given, but code that keeps the environment's list would record candidates "
                     "the action was not chosen from: return a new list each time",
+                    category=SacglamWarning,
                     stacklevel=2,
                 )
             if (arity := step_arity_problem(step)) is not None:
@@ -241,7 +242,11 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             rewarded = rewarded or float(reward) != 0.0
             if "achieved_goals" in info and float(reward) not in (0.0, 1.0) and not reward_scale_seen:
                 reward_scale_seen = True
-                warnings.warn(reward_scale_warning(type(env.unwrapped).__name__, where, float(reward)), stacklevel=2)
+                warnings.warn(
+                    reward_scale_warning(type(env.unwrapped).__name__, where, float(reward)),
+                    category=SacglamWarning,
+                    stacklevel=2,
+                )
             if "achieved_goals" in info:
                 features["hindsight"] = True
                 for achieved in info["achieved_goals"]:
@@ -263,6 +268,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                     f"{type(env.unwrapped).__name__}, {where}: terminated and truncated are both set (gymnasium's "
                     "TimeLimit does this when an episode terminates on its last allowed step); sacglam counts such "
                     "a step as terminated and does not bootstrap from it",
+                    category=SacglamWarning,
                     stacklevel=2,
                 )
             if terminated or truncated:
@@ -307,7 +313,9 @@ def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_
                 return problems
             if float(reward) != 0.0:
                 if "achieved_goals" in info and float(reward) not in (0.0, 1.0):
-                    warnings.warn(reward_scale_warning(name, where, float(reward)), stacklevel=3)
+                    warnings.warn(
+                        reward_scale_warning(name, where, float(reward)), category=SacglamWarning, stacklevel=3
+                    )
                 return []
             if terminated or truncated:
                 break
@@ -315,6 +323,7 @@ def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_
     warnings.warn(
         f"{name}: no step was rewarded in the random episodes{expert_too}, so the reward of a success (1 for relabeling) was not checked: check_environment(env, episodes=...) with "
         "more episodes, or give the environment an expert_action()",
+        category=SacglamWarning,
         stacklevel=3,
     )
     return []
@@ -350,6 +359,7 @@ def _warn_outside_space(env: gymnasium.Env, name: str, text: Any, where: str, wa
         f"{type(env.unwrapped).__name__}, {where}: {text[:40]!r}{'...' if len(text) > 40 else ''} is not in its "
         f"{name} ({why}); gymnasium's check_env would fail: declare gymnasium.spaces.Text(max_length=..., "
         "charset=...) with every character and the length its texts have (e.g. charset=string.printable)",
+        category=SacglamWarning,
         stacklevel=3,
     )
 
@@ -372,6 +382,7 @@ def _probe_an_action_outside_the_candidates(env: gymnasium.Env, seed: int) -> No
         f"{type(env.unwrapped).__name__}: step({NOT_A_CANDIDATE!r}) was accepted although it is not among "
         "info['candidates']; an environment should raise for an action it did not offer (for example "
         "sacglam.envs.protocol.InvalidActionError), or an action taken from stale candidates goes unnoticed",
+        category=SacglamWarning,
         stacklevel=3,
     )
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import random
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium
 
-from sacglam.errors import UserInputError
+from sacglam.errors import SacglamWarning, UserInputError
 
 WORD = re.compile(r"\w+|[^\w\s]+")  # the pre-tokenizer of sacglam.models.tiny.word_level_tokenizer
 
@@ -38,6 +39,22 @@ def collect_words(make_env: Callable[[], gymnasium.Env], steps: int = 2_000, see
     """The words of observations, candidates and goals over `steps` steps of uniformly random play
     in a fresh `make_env()` (episodes reset with seeds `seed`, `seed + 1`, ...). Raises ValueError
     naming the step when the environment fails during play."""
+    seen: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as seen:  # said again below, with where they came from
+            warnings.simplefilter("always", SacglamWarning)
+            words = _play_for_words(make_env, steps, seed)
+    finally:  # an environment that failed after warning: its warnings still show
+        for warning in seen:
+            if issubclass(warning.category, SacglamWarning):
+                message = f"in the random play that collects the environment's words: {warning.message}"
+                warnings.warn(message, category=warning.category, stacklevel=2)
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return words
+
+
+def _play_for_words(make_env: Callable[[], gymnasium.Env], steps: int, seed: int) -> tuple[str, ...]:
     env, rng = make_env(), random.Random(seed)
     texts: list[str] = []
     try:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from sacglam.config import EnvConfig
+from sacglam.errors import one_line_warnings
 from sacglam.rollout_workers.worker import RolloutWorker
 from sacglam.runtime.handles import EpisodeSink, Handle, PolicySource, resolve
 from sacglam.types import ChunkReport, GoalPlan
@@ -31,6 +32,7 @@ class RolloutService:
     ):
         if threads:
             limit_torch_threads(threads)
+        one_line_warnings()  # a Ray actor's process: an environment's warnings as the command line shows them
         self.worker = RolloutWorker(env_config, num_envs, seed)
         self.inference, self.storage = inference, storage
         self._in_flight: Any = None
