@@ -142,8 +142,8 @@ def _rise(evals: list[dict], goal_set: str, episodes: int) -> tuple[bool, list[s
     (untrained) one by more than evaluation noise: `NOISE_STANDARD_ERRORS` standard errors of the
     difference (`_noise` at the mean of the two), after the continuity correction of 1 / episodes
     (without it, 0 -> 4 successes in 64 would count as a rise, which Fisher's exact test puts at
-    p = 0.12); with, per mode, its best rise and the noise it was held against ("greedy +0.062 at
-    best (noise 0.094)"). None when it cannot be said: the goal set is not in the first
+    p = 0.12); with, per mode, its best rise and the noise it was held against, correction
+    included ("greedy +0.062 at best (noise 0.110)": a rise above the figure shown is one). None when it cannot be said: the goal set is not in the first
     evaluation, a mode has no later one, or the first was already within noise of success 1
     (nothing left to learn). `evals` start with the evaluation before training (`eval_at_start`)."""
     first = evals[0]
@@ -155,8 +155,9 @@ def _rise(evals: list[dict], goal_set: str, episodes: int) -> tuple[bool, list[s
         best = max((e for e in evals[1:] if key in e), key=lambda e: e[key], default=None)
         if best is None:
             return None
-        noise = _noise((first[key] + best[key]) / 2, episodes)
-        rose = rose or best[key] - first[key] - 1 / episodes > noise
+        # the figure a rise must pass, as it is shown: the noise with its continuity correction
+        noise = _noise((first[key] + best[key]) / 2, episodes) + 1 / episodes
+        rose = rose or best[key] - first[key] > noise
         rises.append(f"{key.split('/')[2]} {best[key] - first[key]:+.3f} at best (noise {noise:.3f})")
     return rose, rises
 
