@@ -98,6 +98,25 @@ class NoCandidatesAfterStep(Dial):
         return self._obs(), reward, terminated, truncated, {"goal": self.goal, "achieved_goals": achieved}
 
 
+class EmptyCandidates(Dial):
+    """No candidates after "Wait" (the episode goes on), nor after the step that ends the episode."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        info = self._info(achieved)
+        if action == "Wait" or terminated or truncated:
+            info["candidates"] = []
+        return self._obs(), reward, terminated, truncated, info
+
+
+class TupleGoal(Dial):
+    """The goal as a tuple of words after the first step."""
+
+    def step(self, action):
+        achieved, reward, terminated, truncated = self._outcome(action)
+        return self._obs(), reward, terminated, truncated, self._info(achieved) | {"goal": tuple(self.goal.split())}
+
+
 class RefusesOwnCandidate(Dial):
     """Offers `Wait` but fails on it."""
 
@@ -264,3 +283,10 @@ class CombinationPaysFive(Combination):
 
 class CombinationPaysFiveWithoutExpert(CombinationPaysFive):
     expert_action = None  # type: ignore[assignment]
+
+
+class Accented(Dial):
+    """A dial in a café: a text outside `string.printable`, the charset it declares."""
+
+    def _obs(self) -> str:
+        return f"Goal: {self.goal}\nThe café's dial shows {self.at}.\nAction:"

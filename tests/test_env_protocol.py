@@ -235,3 +235,10 @@ def test_a_success_random_play_never_reaches_is_played_by_the_expert_to_check_it
         check_environment(CombinationPaysFive())
     with pytest.warns(UserWarning, match="no step was rewarded in the random episodes, so the reward of a success"):
         check_environment(CombinationPaysFiveWithoutExpert())
+
+
+def test_a_text_beyond_string_printable_is_warned_of_with_a_charset_that_holds_it():
+    from tests.broken_envs import Accented
+
+    with pytest.warns(UserWarning, match=r"is not in its observation_space .* charset=string.printable \+ 'é', with"):
+        check_environment(Accented())

@@ -28,8 +28,16 @@ BREACHES = {
         ["Turn the dial to one"],
         "terminated and truncated must be bools, got 'False', 'False' (str, str)",
     ),
-    "OldStepAPI": (["Turn the dial to one"], "step() returned 4 values, gym's old (obs, reward, done, info)"),
+    "OldStepAPI": (
+        ["Turn the dial to one"],
+        "episode 0, step 1: step() returned 4 values, gym's old (obs, reward, done, info)",
+    ),
     "NoCandidatesAfterStep": (["Wait"], "episode 0, step 1: info has no 'candidates'"),
+    "TupleGoal": (
+        ["Wait"],
+        "episode 0, step 1: info['goal'] must be the episode's goal text (a str) in every info of an environment "
+        "whose reset info has a 'goal'; got ('Reach', 'three') (a tuple)",
+    ),
     "RefusesOwnCandidate": (
         ["Turn the dial to one", "Wait"],
         "episode 0, step 2: step('Wait') raised RuntimeError: the dial has no wait (at broken_envs.py:",
@@ -157,3 +165,14 @@ def test_a_warning_met_while_collecting_words_says_so_and_the_command_line_shows
         f"warning: {message} more\n"
     )
     assert warnings.formatwarning("a\nb", UserWarning, "x.py", 3) == plain
+
+
+def test_an_empty_candidate_list_is_pointed_to_the_final_state_only_when_the_episode_ended():
+    with pytest.raises(EnvironmentProtocolError) as mid_episode:
+        play(guarded("EmptyCandidates"), ["Wait"])
+    line = mid_episode.value.one_line()
+    assert "step 1: info['candidates'] must be a non-empty list of non-empty strings, got []" in line
+    assert "last step" not in line
+    with pytest.raises(EnvironmentProtocolError) as at_the_end:
+        play(guarded("EmptyCandidates"), ["Turn the dial to three"])  # the goal reached: the episode ends
+    assert "(after an episode's last step too: return the final state's candidates" in at_the_end.value.one_line()

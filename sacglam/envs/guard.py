@@ -31,6 +31,7 @@ import gymnasium
 from sacglam.envs.protocol import (
     CHECKER_HINT,
     EnvironmentProtocolError,
+    ended,
     info_problems,
     observation_problems,
     reward_scale_warning,
@@ -104,10 +105,10 @@ class ProtocolGuard(gymnasium.Wrapper):
                 "candidates, or its code fails on it"
             ) from error
         if (arity := step_arity_problem(result)) is not None:
-            self._fail([arity], action)
+            self._fail([f"{where}: {arity}"], action)
         obs, reward, terminated, truncated, info = result
         problems = step_value_problems(reward, terminated, truncated, where)
-        problems += info_problems(info, where, self._goal_conditioned)
+        problems += info_problems(info, where, self._goal_conditioned, ended(terminated, truncated))
         problems += observation_problems(obs, info, where, self._goal_conditioned)
         if problems:
             self._fail(problems, action)

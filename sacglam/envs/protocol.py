@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 import random
+import string
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -62,8 +63,10 @@ def goal_and_rest(observation: str) -> tuple[str, str]:
     return "", observation
 
 
-def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
-    """What in a reset's or step's `info` breaks the protocol (`where` starts each message)."""
+def info_problems(info: Any, where: str, goal_conditioned: bool, episode_ended: bool = False) -> list[str]:
+    """What in a reset's or step's `info` breaks the protocol (`where` starts each message;
+    `episode_ended`: the step terminated or truncated its episode, whose info still lists the final
+    state's candidates)."""
     problems = []
     if not isinstance(info, dict):
         return [f"{where}: info must be a dict, got {type(info).__name__}"]
@@ -82,14 +85,21 @@ def info_problems(info: Any, where: str, goal_conditioned: bool) -> list[str]:
             + (
                 " (after an episode's last step too: return the final state's candidates, which the value of a "
                 "truncated episode's last state is computed over)"
-                if isinstance(candidates, Sequence) and not isinstance(candidates, str) and not candidates
+                if episode_ended
+                and isinstance(candidates, Sequence)
+                and not isinstance(candidates, str)
+                and not candidates
                 else ""
             )
         )
     elif len(set(candidates)) != len(candidates):
         problems.append(f"{where}: info['candidates'] repeats an action: {candidates!r}")
     if goal_conditioned and not isinstance(info.get("goal"), str):
-        problems.append(f"{where}: info['goal'] must be the goal text (a str) in every info once it is at reset")
+        got = f"got {info['goal']!r} (a {type(info['goal']).__name__})" if "goal" in info else "it has none"
+        problems.append(
+            f"{where}: info['goal'] must be the episode's goal text (a str) in every info of an environment whose "
+            f"reset info has a 'goal'; {got}"
+        )
     achieved = info.get("achieved_goals")
     if achieved is not None and (isinstance(achieved, str) or not all(isinstance(g, str) for g in achieved)):
         problems.append(f"{where}: info['achieved_goals'] must be a list of goal strings, got {achieved!r}")
@@ -156,6 +166,11 @@ def step_value_problems(reward: Any, terminated: Any, truncated: Any, where: str
             f"({type(terminated).__name__}, {type(truncated).__name__})"
         )
     return problems
+
+
+def ended(terminated: Any, truncated: Any) -> bool:
+    """Whether a step's flags end its episode, read only where they are valid flags."""
+    return any(_is_flag(flag) and bool(flag) for flag in (terminated, truncated))
 
 
 def _is_flag(value: Any) -> bool:
@@ -233,7 +248,7 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 raise EnvironmentProtocolError(f"{type(env.unwrapped).__name__}, {where}: {arity}")
             obs, reward, terminated, truncated, info = step
             problems += step_value_problems(reward, terminated, truncated, where)
-            problems += info_problems(info, where, features["goal"])
+            problems += info_problems(info, where, features["goal"], ended(terminated, truncated))
             problems += observation_problems(obs, info, where, features["goal"])
             if problems:
                 break
@@ -308,7 +323,8 @@ def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_
             if action not in list(info["candidates"]):
                 return [f"{where}: expert_action() returned {action!r}, which is not one of info['candidates']"]
             obs, reward, terminated, truncated, info = env.step(action)
-            problems = step_value_problems(reward, terminated, truncated, where) + info_problems(info, where, has_goal)
+            problems = step_value_problems(reward, terminated, truncated, where)
+            problems += info_problems(info, where, has_goal, ended(terminated, truncated))
             if problems:
                 return problems
             if float(reward) != 0.0:
@@ -355,10 +371,16 @@ def _warn_outside_space(env: gymnasium.Env, name: str, text: Any, where: str, wa
         if outside
         else f"{len(text)} characters, outside its lengths {space.min_length}-{space.max_length}"
     )
+    beyond_printable = "".join(c for c in outside if c not in string.printable)
+    example = (
+        f"string.printable + {beyond_printable!r}, with every other character its texts use"
+        if beyond_printable
+        else "string.printable"
+    )
     warnings.warn(
         f"{type(env.unwrapped).__name__}, {where}: {text[:40]!r}{'...' if len(text) > 40 else ''} is not in its "
         f"{name} ({why}); gymnasium's check_env would fail: declare gymnasium.spaces.Text(max_length=..., "
-        "charset=...) with every character and the length its texts have (e.g. charset=string.printable)",
+        f"charset=...) with every character and the length its texts have (e.g. charset={example})",
         category=SacglamWarning,
         stacklevel=3,
     )
