@@ -519,7 +519,8 @@ _DESCRIPTIONS = {  # what `--help` says above the options: the class's docstring
     ),
     EvalConfig: (
         f"{inspect.cleandoc(EvalConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config whose environment (and agent) to evaluate; "
-        "with --run DIR, its environment only (the agent is the run's); the flags below override it."
+        "with --run DIR, its env block only, which changes the run's environment unless it names another (the agent "
+        "is the run's); the flags below override it."
     ),
 }
 
@@ -546,6 +547,8 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
         default = resumed_config(rest)
     from_file: dict[str, Any] = {}
+    if cls is EvalConfig and "--config" in rest and any(a == "--run" or a.startswith("--run=") for a in rest):
+        default = _file_environment_on_run(rest)  # takes --config FILE out of `rest`
     if "--config" in rest:
         at = rest.index("--config")
         if at + 1 >= len(rest):
@@ -589,14 +592,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls is TrainConfig:
         rest = _goal_set_for_another_environment(rest, from_file)
     if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
-        if "--config" in args and not isinstance(from_file.get("env"), dict):
-            raise UsageError(
-                f"--config {args[args.index('--config') + 1]} has no env block, and with --run a config gives only "
-                "the environment to evaluate on (the agent is the run's): add an env block, or drop --config"
-            )
-        if "--config" in args:  # the file's environment, which --env.* flags change
-            default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
-        else:  # --env.* flags change the run's environment, not the default one
+        if "--config" not in args:  # --env.* flags change the run's environment, not the default one
             default = _run_environment(rest, default)
     if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
         default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
@@ -888,15 +884,58 @@ def _user_error_behind(error: BaseException) -> UserInputError | None:
     return behind
 
 
+def _file_environment_on_run(flags: list[str]) -> EvalConfig:
+    """`evaluate --run DIR --config FILE`: the environment FILE's `env` block gives (the agent is
+    the run's, so nothing else in FILE applies). A block that names another environment than the
+    run's is that environment, its settings over the defaults; one that names none, or the run's
+    own, changes the run's environment as `--env.*` flags do. `--config FILE` is taken out of
+    `flags`; a file without an `env` block, or with a setting its environment does not read, is
+    refused in one line."""
+    from sacglam.config import EnvConfig, unread_env_setting
+    from sacglam.export import run_config_of
+
+    at = flags.index("--config")
+    if at + 1 >= len(flags):
+        raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
+    path = flags[at + 1]
+    try:
+        block = _yaml_mapping(path).get("env")
+    except Exception as error:  # a missing or broken file
+        raise UsageError(
+            f"cannot read --config {path} ({type(error).__name__}: {' '.join(str(error).split())})"
+        ) from error
+    if not isinstance(block, dict):
+        raise UsageError(
+            f"--config {path} has no env block, and with --run a config gives only the environment to evaluate on "
+            "(the agent is the run's): add an env block, or drop --config"
+        )
+    del flags[at : at + 2]
+    run = run_config_of(_run_flag_value(flags))
+    if run is None:  # the evaluation says what is wrong with the run
+        return EvalConfig(env=from_dict(EnvConfig, block, where=f"{path}: env"), env_given=True)
+    if "name" in block and block["name"] != run.env.name:
+        env = from_dict(EnvConfig, block, where=f"{path}: env")
+    else:
+        if unread := unread_env_setting({**block, "name": run.env.name}):
+            raise UsageError(f"{path}: {unread}")
+        own = json.loads(json.dumps(asdict(run.env), default=str))  # as a file writes it
+        env = from_dict(EnvConfig, own | block, where=f"{path}: env")
+    return EvalConfig(env=env, env_given=True)
+
+
+def _run_flag_value(flags: list[str]) -> str:
+    """The DIR of `--run DIR` (or `--run=DIR`) among `flags`."""
+    at = next(i for i, f in enumerate(flags) if f == "--run" or f.startswith("--run="))
+    return flags[at].split("=", 1)[1] if "=" in flags[at] else (flags[at + 1] if at + 1 < len(flags) else "")
+
+
 def _run_environment(flags: list[str], default: Any) -> EvalConfig:
     """`evaluate --run DIR`: DIR's environment as the default, so that `--env.*` flags change it
     (DIR a run directory or an export folder)."""
     from sacglam.export import run_config_of
 
-    at = next(i for i, f in enumerate(flags) if f == "--run" or f.startswith("--run="))
-    run_dir = flags[at].split("=", 1)[1] if "=" in flags[at] else (flags[at + 1] if at + 1 < len(flags) else "")
     base = default if isinstance(default, EvalConfig) else EvalConfig()
-    run = run_config_of(run_dir)
+    run = run_config_of(_run_flag_value(flags))
     return base if run is None else replace(base, env=run.env)  # None: the evaluation says what is wrong
 
 
@@ -937,6 +976,7 @@ def main(args: list[str] | None = None) -> None:
     """Parse and run a subcommand. An error the user can fix (`UserInputError`: a config, a model,
     a directory, a cluster) ends the command with its message on one line and exit status 2; any
     other exception is a bug and keeps its traceback."""
+    formatwarning = warnings.formatwarning  # put back when the command returns (a caller's own process)
     one_line_warnings()
     try:
         try:
@@ -965,6 +1005,8 @@ def main(args: list[str] | None = None) -> None:
         _leave_ray()
         print(f"sacglam: {message}", file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        warnings.formatwarning = formatwarning
 
 
 def _leave_ray() -> None:

@@ -170,7 +170,7 @@ def no_rise_line(train: tuple[bool, list[str]] | None, episodes: int, goal_set: 
     goals = "the train goals" if "train" in goal_set else f"the goals it trains on ({goal_set})"
     return (
         f"no success on {goals} rose beyond evaluation noise ({', '.join(train[1])}; "
-        f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent has not measurably learned; "
+        f"{NOISE_STANDARD_ERRORS:g} standard errors plus 1/{episodes} at {episodes} episodes): the agent has not measurably learned; "
         "docs/environments.md#what-the-first-run-tells-you says what to try"
     )
 
@@ -191,7 +191,7 @@ def held_out_no_rise_line(
     held = "; ".join(f"{name}: {', '.join(measured[1])}" for name, measured in flat.items())
     return (
         f"success on the train goals rose, but none on the held-out goals rose beyond evaluation noise ({held}; "
-        f"{NOISE_STANDARD_ERRORS:g} standard errors at {episodes} episodes): the agent learned its training goals, "
+        f"{NOISE_STANDARD_ERRORS:g} standard errors plus 1/{episodes} at {episodes} episodes): the agent learned its training goals, "
         "not the task; docs/environments.md#what-the-first-run-tells-you says what to try"
     )
 

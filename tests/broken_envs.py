@@ -290,3 +290,27 @@ class Accented(Dial):
 
     def _obs(self) -> str:
         return f"Goal: {self.goal}\nThe café's dial shows {self.at}.\nAction:"
+
+
+class CombinationFailsOnTheExpertsLastKey(Combination):
+    def step(self, action):
+        if self.pressed + action[-1] == self.CODE:
+            raise RuntimeError("the safe's lock jams")
+        return super().step(action)
+
+
+class CombinationWithoutReports(CombinationPaysFiveWithoutExpert):
+    """Reports no goals: no relabeling, so its reward scale is its own."""
+
+    def _info(self, achieved: list[str]) -> dict[str, Any]:
+        info = super()._info(achieved)
+        info.pop("achieved_goals")
+        return info
+
+
+class ExpertWrapper(gymnasium.Wrapper):
+    """An expert that a wrapper adds (the environment inside has none)."""
+
+    def expert_action(self) -> str:
+        safe = self.env.unwrapped
+        return f"Press {safe.CODE[len(safe.pressed)]}"

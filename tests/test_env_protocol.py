@@ -237,6 +237,26 @@ def test_a_success_random_play_never_reaches_is_played_by_the_expert_to_check_it
         check_environment(CombinationPaysFiveWithoutExpert())
 
 
+def test_the_experts_episode_finds_an_expert_on_any_wrapper_and_reports_a_failing_step_in_one_line():
+    import gymnasium
+
+    from tests.broken_envs import (
+        CombinationFailsOnTheExpertsLastKey,
+        CombinationPaysFiveWithoutExpert,
+        CombinationWithoutReports,
+        ExpertWrapper,
+    )
+
+    wrapped = gymnasium.Wrapper(ExpertWrapper(CombinationPaysFiveWithoutExpert()))  # the expert on the middle one
+    with pytest.warns(UserWarning, match="the expert's episode, step 4: reward 5, where an"):
+        check_environment(wrapped)
+    with pytest.raises(EnvironmentProtocolError, match="the expert's episode, step 4: step\\('Press 8'\\) failed"):
+        check_environment(CombinationFailsOnTheExpertsLastKey())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no goals reported, no relabeling: its reward scale is its own
+        assert not check_environment(CombinationWithoutReports())["hindsight"]
+
+
 def test_a_text_beyond_string_printable_is_warned_of_with_a_charset_that_holds_it():
     from tests.broken_envs import Accented
 

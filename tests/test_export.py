@@ -330,9 +330,10 @@ def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets
     with pytest.raises(SystemExit):
         main(["evaluate", "--run", str(cfg.output_dir), "--output", str(tmp_path)])  # a directory
 
-    # --config gives another environment (its env block), here one step long: no plan fits in it
+    # --config's env block changes the run's environment (one naming no other), here to one step:
+    # no plan fits in it, and the run's goal set and objects stay (the table's row names them)
     one_step = tmp_path / "one_step.yaml"
-    one_step.write_text("env:\n  n_objects: 3\n  goals: simple-train\n  max_steps: 1\nsac:\n  batch_size: 4\n")
+    one_step.write_text("env:\n  max_steps: 1\nsac:\n  batch_size: 4\n")
     main(
         ["evaluate", "--run", str(cfg.output_dir), "--config", str(one_step), "--output", str(output), "--no-progress"]
     )
@@ -345,6 +346,11 @@ def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets
         main(["evaluate", "--run", str(cfg.output_dir), "--config", str(no_env), "--output", str(output)])
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"sacglam: --config {no_env} has no env block") and "drop --config" in line
+    unread = tmp_path / "unread.yaml"  # a setting the run's environment (Playground-Text) does not read
+    unread.write_text("env:\n  level: GoToLocal\n")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--run", str(cfg.output_dir), "--config", str(unread), "--output", str(output)])
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"sacglam: {unread}: env.level is a setting of")
 
 
 def test_watch_refuses_held_out_goals_an_environment_does_not_have(tmp_path, capsys):

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
+from sacglam.cli import main
 from sacglam.envs import guard
 from sacglam.envs.protocol import EnvironmentProtocolError, check_environment
 from sacglam.envs.spec import EnvironmentNameError, GymnasiumSpec
@@ -157,14 +158,23 @@ def test_a_warning_met_while_collecting_words_says_so_and_the_command_line_shows
     [message] = [str(w.message) for w in seen if "reward 5" in str(w.message)]
     assert message.startswith("in the random play that collects the environment's words: PaysFive, episode ")
 
-    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
-    plain = warnings.formatwarning("a\nb", UserWarning, "x.py", 3)
+    def plain(message, category, filename, lineno, line=None):
+        return f"{filename}:{lineno}: {category.__name__}: {message}\n"
+
+    monkeypatch.setattr(warnings, "formatwarning", plain)  # Python's own is put back after the test
     one_line_warnings()
-    one_line_warnings()  # twice: the same
+    installed = warnings.formatwarning
+    one_line_warnings()  # twice: the same formatter, not one wrapped in another
+    assert warnings.formatwarning is installed is not plain
     assert warnings.formatwarning(message + "\n  more", SacglamWarning, "sacglam/envs/guard.py", 132) == (
         f"warning: {message} more\n"
     )
-    assert warnings.formatwarning("a\nb", UserWarning, "x.py", 3) == plain
+    assert warnings.formatwarning("a\nb", UserWarning, "x.py", 3) == "x.py:3: UserWarning: a\nb\n"
+    # the command line puts back the formatter it found when it returns
+    monkeypatch.setattr(warnings, "formatwarning", plain)
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--no-such-flag"])
+    assert warnings.formatwarning is plain
 
 
 def test_an_empty_candidate_list_is_pointed_to_the_final_state_only_when_the_episode_ended():

@@ -290,7 +290,9 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                 break
         if problems:
             break
-    if not problems and not rewarded:  # random play never succeeded: the expert's episode shows a success's reward
+    if not problems and not rewarded and features["hindsight"]:
+        # random play never succeeded: the expert's episode shows a success's reward (the scale
+        # matters to an environment that reports goals, whose relabeled successes pay 1)
         problems += _check_an_expert_episode(env, seed, max_steps, features["goal"])
     if not problems:
         _probe_an_action_outside_the_candidates(env, seed)
@@ -305,13 +307,18 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
 
 
 def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_goal: bool) -> list[str]:
-    """One episode following `expert_action()`, for an environment whose random episodes were
-    never rewarded: the reward of a success is checked against the scale relabeling uses (a warning,
-    as for random play's steps). Without an expert, or when the expert's episode is not rewarded
-    either, it warns that the scale went unchecked. Returns the problems found (an expert action
-    that is not a candidate, values against the protocol)."""
+    """One episode following `expert_action()` (found on any wrapper, as a run finds it), for an
+    environment that reports goals and whose random episodes were never rewarded: the reward of a
+    success is checked against the scale relabeling uses (a warning, as for random play's steps).
+    Without an expert, or when the expert's episode is not rewarded either, it warns that the scale
+    went unchecked. Returns the problems found (an expert action that is not a candidate, a step
+    that fails on it, values against the protocol)."""
     name = type(env.unwrapped).__name__
-    expert = getattr(env, "expert_action", None) or getattr(env.unwrapped, "expert_action", None)
+    find = getattr(env, "get_wrapper_attr", None)  # gymnasium's: searches every wrapper, then the environment
+    try:
+        expert = find("expert_action") if callable(find) else getattr(env, "expert_action", None)
+    except AttributeError:
+        expert = None
     if callable(expert):
         _, info = env.reset(seed=seed)
         for t in range(max_steps):
@@ -322,7 +329,16 @@ def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_
                 return [f"{where}: expert_action() failed ({type(error).__name__}: {error})"]
             if action not in list(info["candidates"]):
                 return [f"{where}: expert_action() returned {action!r}, which is not one of info['candidates']"]
-            obs, reward, terminated, truncated, info = env.step(action)
+            try:
+                step = env.step(action)
+            except Exception as error:  # the expert's action is a listed candidate
+                return [
+                    f"{where}: step({action!r}) failed ({type(error).__name__}: {error}) although info['candidates'] "
+                    "listed it"
+                ]
+            if (arity := step_arity_problem(step)) is not None:
+                return [f"{where}: {arity}"]
+            obs, reward, terminated, truncated, info = step
             problems = step_value_problems(reward, terminated, truncated, where)
             problems += info_problems(info, where, has_goal, ended(terminated, truncated))
             if problems:

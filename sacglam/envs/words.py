@@ -9,6 +9,7 @@ are rich should list its words in a `vocabulary` attribute instead.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import warnings
@@ -44,14 +45,22 @@ def collect_words(make_env: Callable[[], gymnasium.Env], steps: int = 2_000, see
         with warnings.catch_warnings(record=True) as seen:  # said again below, with where they came from
             warnings.simplefilter("always", SacglamWarning)
             words = _play_for_words(make_env, steps, seed)
-    finally:  # an environment that failed after warning: its warnings still show
-        for warning in seen:
-            if issubclass(warning.category, SacglamWarning):
-                message = f"in the random play that collects the environment's words: {warning.message}"
-                warnings.warn(message, category=warning.category, stacklevel=2)
-            else:
-                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    except BaseException:
+        with contextlib.suppress(Warning):  # a filter that makes warnings errors must not hide the failure
+            _warn_again(seen)
+        raise
+    _warn_again(seen)
     return words
+
+
+def _warn_again(seen: list[warnings.WarningMessage]) -> None:
+    """The warnings random play raised, sacglam's saying where they came from."""
+    for warning in seen:
+        if issubclass(warning.category, SacglamWarning):
+            message = f"in the random play that collects the environment's words: {warning.message}"
+            warnings.warn(message, category=warning.category, stacklevel=3)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _play_for_words(make_env: Callable[[], gymnasium.Env], steps: int, seed: int) -> tuple[str, ...]:

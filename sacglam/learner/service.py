@@ -27,9 +27,11 @@ class LearnerService:
         threads: int | None = None,
         warm_start: bool = True,
     ):
+        from sacglam.errors import one_line_warnings
         from sacglam.models.agent import GLAMAgent
         from sacglam.models.warm_start import language_warm_start
 
+        one_line_warnings()  # a Ray actor's process: the evaluation's environments warn as the command line shows
         if threads:
             torch.set_num_threads(threads)
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
