@@ -114,7 +114,12 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     elif run_cfg.eval_episodes == 0:  # a run that never evaluated: --episodes' default
         changes["eval_episodes"] = cfg.episodes
     same_episodes = not cfg.env_given and "eval_episodes" not in changes
+    own_env = json.loads(json.dumps(asdict(run_cfg.env), default=str))
     run_cfg = replace(run_cfg, **changes)
+    evaluated_env = json.loads(json.dumps(asdict(run_cfg.env), default=str))
+    # what differs from the run's environment, said in the header and kept in the JSON: the figures
+    # are not the run's, and the file may sit in the run's folder beside its own
+    env_changes = {k: v for k, v in evaluated_env.items() if own_env.get(k) != v}
     run_cfg.env.spec().prepare()  # an environment that does not answer as the protocol says: one line, now
     parts = training_evaluation(run_cfg)  # the run's own parts: episodes and sampling seeds
     trained = [run_agent_part(agent, part) for part in parts]
@@ -129,11 +134,21 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
         for name in ("random", "expert") if env_cfg.spec().has_expert else ("random",):
             results = run_episodes(make_policy(name, replace(cfg, seed=seed), env_cfg), env_cfg, specs, cfg.num_envs)
             rows[f"{env_cfg.goals} / {name}"] = success_by_goal_type(results, env_cfg)
+    changed = ", ".join(f"{k} {json.dumps(v)}" for k, v in env_changes.items())
     print(
         f"{cfg.run} at {env_steps} env steps ({run_cfg.eval_episodes} episodes per goal set, the run's seed {run_cfg.seed})"
+        + (f", on the run's environment with {changed}" if changed else "")
     )
     print(format_success_table(rows))
-    report: dict[str, Any] = {"run": cfg.run, "env_steps": env_steps, "evaluation": figures, "table": rows}
+    report: dict[str, Any] = {
+        "run": cfg.run,
+        "env_steps": env_steps,
+        "env": evaluated_env,
+        "env_changes": env_changes,
+        "episodes": run_cfg.eval_episodes,
+        "evaluation": figures,
+        "table": rows,
+    }
     if same_episodes:
         own = evaluation_of_weights(cfg.run, env_steps)
         shared = [k for k, v in figures.items() if k.endswith(f"/{OVERALL}") and k in own]
@@ -143,6 +158,9 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
             print(f"the run's own evaluation at {env_steps} env steps: {'the same' if same else 'DIFFERENT'} figures")
         else:
             print(f"the run has no evaluation of these weights (env steps {env_steps}) to compare with")
+    else:
+        other = "another environment" if changed else "other episodes"
+        print(f"not the run's evaluation ({other}): none of the run's figures to compare with")
     _write_output(output, report)
     return report
 

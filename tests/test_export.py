@@ -338,6 +338,10 @@ def test_evaluate_run_takes_the_runs_environment_for_env_flags_and_its_goal_sets
         ["evaluate", "--run", str(cfg.output_dir), "--config", str(one_step), "--output", str(output), "--no-progress"]
     )
     short = json.loads(output.read_text())
+    assert short["env_changes"] == {"max_steps": 1} and short["env"]["n_objects"] == cfg.env.n_objects
+    printed = capsys.readouterr().out
+    assert ", on the run's environment with max_steps 1" in printed
+    assert "not the run's evaluation (another environment)" in printed
     expert = "simple-train / expert"
     assert short["table"][expert]["all"]["success"] == 0.0 < report["table"][expert]["all"]["success"]
     no_env = tmp_path / "no_env.yaml"
