@@ -40,6 +40,7 @@ from sacglam.config import (
     TrainConfig,
     env_settings_read,
     env_settings_read_by,
+    json_values,
     not_read_because,
     unread_env_setting,
 )
@@ -114,9 +115,9 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     elif run_cfg.eval_episodes == 0:  # a run that never evaluated: --episodes' default
         changes["eval_episodes"] = cfg.episodes
     same_episodes = not cfg.env_given and "eval_episodes" not in changes
-    own_env = json.loads(json.dumps(asdict(run_cfg.env), default=str))
+    own_env = json_values(asdict(run_cfg.env))
     run_cfg = replace(run_cfg, **changes)
-    evaluated_env = json.loads(json.dumps(asdict(run_cfg.env), default=str))
+    evaluated_env = json_values(asdict(run_cfg.env))
     # what differs from the run's environment, said in the header and kept in the JSON: the figures
     # are not the run's, and the file may sit in the run's folder beside its own
     env_changes = {k: v for k, v in evaluated_env.items() if own_env.get(k) != v}
@@ -232,7 +233,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
             "and a trained run is evaluated with --run DIR)"
         )
     rows: dict[str, dict[str, dict[str, float]]] = {}
-    report: dict[str, Any] = {"config": json.loads(json.dumps(asdict(cfg), default=str)), "results": []}
+    report: dict[str, Any] = {"config": json_values(asdict(cfg)), "results": []}
     for variant, train_env in environments:
         policies = cfg.policies or tuple(
             p for p in ("expert", "random") if p != "expert" or train_env.spec().has_expert
@@ -909,7 +910,6 @@ def _file_environment_on_run(flags: list[str]) -> EvalConfig:
     own, changes the run's environment as `--env.*` flags do. `--config FILE` is taken out of
     `flags`; a file without an `env` block, or with a setting its environment does not read, is
     refused in one line."""
-    from sacglam.config import EnvConfig, unread_env_setting
     from sacglam.export import run_config_of
 
     at = flags.index("--config")
@@ -936,7 +936,7 @@ def _file_environment_on_run(flags: list[str]) -> EvalConfig:
     else:
         if unread := unread_env_setting({**block, "name": run.env.name}):
             raise UsageError(f"{path}: {unread}")
-        own = json.loads(json.dumps(asdict(run.env), default=str))  # as a file writes it
+        own = json_values(asdict(run.env))  # as a file writes it
         env = from_dict(EnvConfig, own | block, where=f"{path}: env")
     return EvalConfig(env=env, env_given=True)
 

@@ -56,9 +56,9 @@ def unread_env_setting(env: dict[str, Any]) -> str | None:
     every setting it gives is read (a run's config.json holds the unread ones at their defaults)."""
     name = str(env.get("name", "playground-text"))
     read = set(env_settings_read_by(name))
-    defaults = _plain(dataclasses.asdict(EnvConfig()))  # as a file or config.json writes them (lists, not tuples)
+    defaults = json_values(dataclasses.asdict(EnvConfig()))  # as a file or config.json writes them (lists, not tuples)
     for key, value in env.items():
-        if key in read or key not in defaults or _plain(value) == defaults[key]:
+        if key in read or key not in defaults or json_values(value) == defaults[key]:
             continue
         return f"env.{key} {not_read_because(name, key, 'env.kwargs')}"
     return None
@@ -79,7 +79,7 @@ def not_read_because(name: str, key: str, kwargs_place: str) -> str:
     return f"is a setting of {', '.join(readers)}, which env.name {name!r} does not read: {fix}"
 
 
-def _plain(value: Any) -> Any:
+def json_values(value: Any) -> Any:
     """`value` as JSON reads it back (tuples as lists), so that a file's values compare with defaults."""
     return json.loads(json.dumps(value, default=str))
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from dataclasses import asdict
 
-from sacglam.config import TrainConfig
+from sacglam.config import TrainConfig, json_values
 from sacglam.errors import UserInputError
 from sacglam.runtime.storage import STORAGE_ERRORS, StorageError, StoragePath
 
@@ -107,7 +107,7 @@ def _settings(config: object, prefix: str = "") -> dict[str, object]:
         if dataclasses.is_dataclass(value):
             out |= _settings(value, f"{prefix}{field.name}.")
         else:
-            out[f"{prefix}{field.name}"] = json.loads(json.dumps(value, default=str))
+            out[f"{prefix}{field.name}"] = json_values(value)
     return out
 
 

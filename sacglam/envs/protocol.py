@@ -225,14 +225,9 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
             candidates = info["candidates"]
             listed = list(candidates)  # what the agent was offered, kept apart from the environment's object
             action = rng.choice(listed)
-            try:
-                step = env.step(action)
-            except Exception as error:  # a listed candidate must be accepted
-                problems.append(
-                    f"{where}: step({action!r}) failed ({type(error).__name__}: {error}) although info['candidates'] "
-                    f"listed it ({listed!r}): the candidates changed between info and step, or the environment "
-                    "refuses its own candidates"
-                )
+            step, found = _checked_step(env, action, listed, where, features["goal"])
+            problems += found
+            if step is None:
                 break
             if list(candidates) != listed and not mutation_seen:
                 mutation_seen = True
@@ -244,14 +239,9 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
                     category=SacglamWarning,
                     stacklevel=2,
                 )
-            if (arity := step_arity_problem(step)) is not None:
-                raise EnvironmentProtocolError(f"{type(env.unwrapped).__name__}, {where}: {arity}")
-            obs, reward, terminated, truncated, info = step
-            problems += step_value_problems(reward, terminated, truncated, where)
-            problems += info_problems(info, where, features["goal"], ended(terminated, truncated))
-            problems += observation_problems(obs, info, where, features["goal"])
             if problems:
                 break
+            obs, reward, terminated, truncated, info = step
             _warn_outside_space(env, "observation_space", obs, where, outside_space)
             _warn_outside_space(env, "action_space", action, where, outside_space)
             rewarded = rewarded or float(reward) != 0.0
@@ -306,6 +296,29 @@ def check_environment(env: gymnasium.Env, episodes: int = 5, max_steps: int = 20
     return features
 
 
+def _checked_step(
+    env: gymnasium.Env, action: str, listed: list[str], where: str, goal_conditioned: bool
+) -> tuple[tuple | None, list[str]]:
+    """`env.step(action)` for an `action` the info before it `listed`, and what in it breaks the
+    protocol: a step that raises, gym's 4-value step, the reward and flags, the info, the
+    observation. The step is None when it gives nothing to read on."""
+    try:
+        step = env.step(action)
+    except Exception as error:  # a listed candidate must be accepted
+        return None, [
+            f"{where}: step({action!r}) failed ({type(error).__name__}: {error}) although info['candidates'] "
+            f"listed it ({listed!r}): the candidates changed between info and step, or the environment "
+            "refuses its own candidates"
+        ]
+    if (arity := step_arity_problem(step)) is not None:
+        return None, [f"{where}: {arity}"]
+    obs, reward, terminated, truncated, info = step
+    problems = step_value_problems(reward, terminated, truncated, where)
+    problems += info_problems(info, where, goal_conditioned, ended(terminated, truncated))
+    problems += observation_problems(obs, info, where, goal_conditioned)
+    return step, problems
+
+
 def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_goal: bool) -> list[str]:
     """One episode following `expert_action()` (found on any wrapper, as a run finds it), for an
     environment that reports goals and whose random episodes were never rewarded: the reward of a
@@ -327,22 +340,13 @@ def _check_an_expert_episode(env: gymnasium.Env, seed: int, max_steps: int, has_
                 action = expert()
             except Exception as error:  # the user's code: said in the checker's one line, not a traceback
                 return [f"{where}: expert_action() failed ({type(error).__name__}: {error})"]
-            if action not in list(info["candidates"]):
+            listed = list(info["candidates"])
+            if action not in listed:
                 return [f"{where}: expert_action() returned {action!r}, which is not one of info['candidates']"]
-            try:
-                step = env.step(action)
-            except Exception as error:  # the expert's action is a listed candidate
-                return [
-                    f"{where}: step({action!r}) failed ({type(error).__name__}: {error}) although info['candidates'] "
-                    "listed it"
-                ]
-            if (arity := step_arity_problem(step)) is not None:
-                return [f"{where}: {arity}"]
-            obs, reward, terminated, truncated, info = step
-            problems = step_value_problems(reward, terminated, truncated, where)
-            problems += info_problems(info, where, has_goal, ended(terminated, truncated))
-            if problems:
+            step, problems = _checked_step(env, action, listed, where, has_goal)
+            if step is None or problems:
                 return problems
+            _, reward, terminated, truncated, info = step
             if float(reward) != 0.0:
                 if "achieved_goals" in info and float(reward) not in (0.0, 1.0):
                     warnings.warn(

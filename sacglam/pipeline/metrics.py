@@ -19,7 +19,7 @@ from typing import Any
 
 from tensorboardX import SummaryWriter
 
-from sacglam.report import METRICS_FILE, MetricsFileError, read_metrics
+from sacglam.report import METRICS_FILE, metrics_records, read_metrics
 from sacglam.runtime.storage import StoragePath, upload_dir
 
 Listener = Callable[[int, dict[str, Any]], None]
@@ -73,13 +73,10 @@ class MetricsLogger:
         jsonl = self.directory / METRICS_FILE
         kept: list[dict[str, Any]] = []
         if keep_until is not None and jsonl.exists():
-            try:
-                kept = [r for r in read_metrics(self.directory) if r["env_steps"] <= keep_until]
-            except MetricsFileError as error:
-                if mirror is None:
-                    raise
-                # the file read is this session's staging copy: name the run's own, which the user edits
-                raise MetricsFileError(str(error).replace(str(jsonl), str(mirror / METRICS_FILE), 1)) from None
+            # a damaged record is named in the run's own file (a URI run's here is a staging copy)
+            named = str(jsonl if mirror is None else mirror / METRICS_FILE)
+            records = metrics_records(jsonl.read_text(errors="replace"), named)
+            kept = [r for r in records if r["env_steps"] <= keep_until]
             # a crash here leaves the old records or the kept ones, never a part
             StoragePath(jsonl).replace_text("".join(json.dumps(r) + "\n" for r in kept))
         self._jsonl = jsonl.open("a")
