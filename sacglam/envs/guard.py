@@ -31,7 +31,6 @@ import gymnasium
 from sacglam.envs.protocol import (
     CHECKER_HINT,
     EnvironmentProtocolError,
-    ended,
     info_problems,
     observation_problems,
     reward_scale_warning,
@@ -108,7 +107,7 @@ class ProtocolGuard(gymnasium.Wrapper):
             self._fail([f"{where}: {arity}"], action)
         obs, reward, terminated, truncated, info = result
         problems = step_value_problems(reward, terminated, truncated, where)
-        problems += info_problems(info, where, self._goal_conditioned, ended(terminated, truncated))
+        problems += info_problems(info, where, self._goal_conditioned, (terminated, truncated))
         problems += observation_problems(obs, info, where, self._goal_conditioned)
         if problems:
             self._fail(problems, action)

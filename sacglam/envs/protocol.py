@@ -63,10 +63,10 @@ def goal_and_rest(observation: str) -> tuple[str, str]:
     return "", observation
 
 
-def info_problems(info: Any, where: str, goal_conditioned: bool, episode_ended: bool = False) -> list[str]:
+def info_problems(info: Any, where: str, goal_conditioned: bool, flags: tuple[Any, Any] = (False, False)) -> list[str]:
     """What in a reset's or step's `info` breaks the protocol (`where` starts each message;
-    `episode_ended`: the step terminated or truncated its episode, whose info still lists the final
-    state's candidates)."""
+    `flags`: a step's terminated and truncated, read only for a problem: an info after the step that
+    ends its episode still lists the final state's candidates)."""
     problems = []
     if not isinstance(info, dict):
         return [f"{where}: info must be a dict, got {type(info).__name__}"]
@@ -85,7 +85,7 @@ def info_problems(info: Any, where: str, goal_conditioned: bool, episode_ended: 
             + (
                 " (after an episode's last step too: return the final state's candidates, which the value of a "
                 "truncated episode's last state is computed over)"
-                if episode_ended
+                if ended(*flags)
                 and isinstance(candidates, Sequence)
                 and not isinstance(candidates, str)
                 and not candidates
@@ -314,7 +314,7 @@ def _checked_step(
         return None, [f"{where}: {arity}"]
     obs, reward, terminated, truncated, info = step
     problems = step_value_problems(reward, terminated, truncated, where)
-    problems += info_problems(info, where, goal_conditioned, ended(terminated, truncated))
+    problems += info_problems(info, where, goal_conditioned, (terminated, truncated))
     problems += observation_problems(obs, info, where, goal_conditioned)
     return step, problems
 
