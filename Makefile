@@ -76,7 +76,7 @@ test: setup
 	if [ $$checked -ne 0 ]; then echo "make check failed (above)"; fi; \
 	[ $$tests -eq 0 ] && [ $$checked -eq 0 ]
 
-# The inner loop: everything but the slow tiers (learning run, SmolLM2, Ray, Tune); about 7 min here on an empty cache.
+# The inner loop: everything but the slow tiers (learning run, SmolLM2, Ray, Tune); about 6 min here on an empty cache.
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not ray and not tune"
 
