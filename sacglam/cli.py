@@ -569,9 +569,7 @@ def parse(args: list[str]) -> EvalConfig | TrainConfig:
     if cls is EvalConfig and "--config" in rest and any(a == "--run" or a.startswith("--run=") for a in rest):
         default = _file_environment_on_run(rest)  # takes --config FILE out of `rest`
     if "--config" in rest:
-        at = rest.index("--config")
-        if at + 1 >= len(rest):
-            raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
+        at = _config_flag_at(rest)
         default = evaluation_of_run(rest[at + 1]) if cls is EvalConfig else None
         try:
             from_file = _yaml_mapping(rest[at + 1])
@@ -912,9 +910,7 @@ def _file_environment_on_run(flags: list[str]) -> EvalConfig:
     refused in one line."""
     from sacglam.export import run_config_of
 
-    at = flags.index("--config")
-    if at + 1 >= len(flags):
-        raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
+    at = _config_flag_at(flags)
     path = flags[at + 1]
     try:
         block = _yaml_mapping(path).get("env")
@@ -939,6 +935,14 @@ def _file_environment_on_run(flags: list[str]) -> EvalConfig:
         own = json_values(asdict(run.env))  # as a file writes it
         env = from_dict(EnvConfig, own | block, where=f"{path}: env")
     return EvalConfig(env=env, env_given=True)
+
+
+def _config_flag_at(flags: list[str]) -> int:
+    """Where `--config` is among `flags`, refused in one line when no file follows it."""
+    at = flags.index("--config")
+    if at + 1 >= len(flags):
+        raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
+    return at
 
 
 def _run_flag_value(flags: list[str]) -> str:

@@ -319,7 +319,7 @@ def _name_base(adapter_config: Path, name: str) -> None:
     adapter_config.write_text(json.dumps(config, indent=2))
 
 
-def model_card(settings: dict, run_dir: str, out: str = "OUT") -> str:
+def model_card(settings: dict, run_dir: str, out: str) -> str:
     """The export's README.md: Hub metadata (front matter), what the agent is, its last
     evaluation, how to load it without sacglam, and the commands that made it (`run_dir`, `out`:
     where the run was and where the export went, without credentials)."""
