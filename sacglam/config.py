@@ -226,6 +226,16 @@ class AgentConfig:
     hidden states over its tokens (docs/agent.md)."""
     critic_detach: bool = False
     """Train the critic head only: its gradient does not reach the shared LLM."""
+    critic_weights: Literal["shared", "own"] = "shared"
+    """`shared` (the paper's): the Q head reads the policy's LLM, and the critic loss trains the
+    LLM weights the policy uses, at the actor's learning rate. `own`: the critic has its own copy
+    of the top `critic_blocks` transformer blocks (with LoRA, its own adapter on them) and reads
+    the policy's hidden states below them without training them; the actor's and critic's weights
+    are then separate, and so are their learning rates (`sac.actor_lr`, `sac.critic_lr`). A causal
+    (Llama-layout) model with a Q critic only."""
+    critic_blocks: int | None = None
+    """With `critic_weights: own`: how many top transformer blocks the critic copies. None: the
+    LoRA blocks with `lora_layers` (the critic's adapter then sits on the frozen trunk), else 1."""
     critic_input_norm: Literal["auto", "standardise", "none"] = "auto"
     """What the critic head (Q or value) does to the LLM features before its MLP: `standardise`
     each dimension by running statistics of the features it is trained on (checkpointed and
@@ -301,6 +311,15 @@ class AgentConfig:
         return self.random_initialised if self.end_of_action is None else self.end_of_action
 
     @property
+    def critic_tower_blocks(self) -> int:
+        """The top blocks the critic copies with `critic_weights: own` (0: it shares the LLM)."""
+        if self.critic_weights != "own":
+            return 0
+        if self.critic_blocks is not None:
+            return self.critic_blocks
+        return self.lora_layers if self.lora_layers is not None else 1
+
+    @property
     def standardises_critic_input(self) -> bool:
         """`critic_input_norm` in effect: as set, or `auto`'s choice (on for a pre-trained model)."""
         if self.critic_input_norm == "auto":
@@ -342,6 +361,29 @@ class AgentConfig:
             raise ValueError(
                 f"agent.critic_input={self.critic_input!r} is what the action critic reads; agent.critic={self.critic!r} "
                 "reads the prompt: leave critic_input at 'last' or use critic 'action'"
+            )
+        if self.critic_weights not in ("shared", "own"):
+            raise ValueError(f"agent.critic_weights={self.critic_weights!r}: choose shared or own")
+        if self.critic_weights == "own":
+            if self.critic not in ("action", "observation"):
+                raise ValueError(
+                    f"agent.critic_weights=own gives a Q critic its own blocks; agent.critic={self.critic!r} is not one: "
+                    "use critic action or observation, or critic_weights shared"
+                )
+            if self.critic_detach:
+                raise ValueError(
+                    "agent.critic_weights=own already keeps the critic's gradient off the policy's weights, and "
+                    "critic_detach would freeze the critic's own blocks: unset critic_detach"
+                )
+            if self.load_in_4bit:
+                raise ValueError(
+                    "agent.critic_weights=own copies the top blocks, which a 4-bit base cannot: set load_in_4bit "
+                    "false, or critic_weights shared"
+                )
+        if self.critic_blocks is not None and (self.critic_blocks < 1 or self.critic_weights != "own"):
+            raise ValueError(
+                f"agent.critic_blocks={self.critic_blocks} is how many top blocks the critic's own weights copy: it "
+                "must be >= 1 and needs critic_weights own"
             )
         if self.critic_input_norm not in ("auto", "standardise", "none"):
             raise ValueError(f"agent.critic_input_norm={self.critic_input_norm!r}: choose auto, standardise or none")
@@ -406,6 +448,15 @@ class SACConfig:
     """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results.md, stability)."""
     tau: float = 0.01
     """Polyak rate of the target critic (the paper does not give it)."""
+    actor_loss: Literal["reverse_kl", "forward_kl"] = "reverse_kl"
+    """The policy's loss. `reverse_kl` (SAC's, the paper's): E_s sum_a pi (alpha log pi - Q), whose
+    gradient on an action is scaled by its probability, so an action pi has nearly dropped cannot
+    come back. `forward_kl`: the cross-entropy towards softmax(Q/alpha), which pulls the actions
+    the critic ranks high up whatever pi gives them (docs/algorithms.md)."""
+    critic_entropy: bool = True
+    """The entropy bonus in the critic's target, V(s') = sum_a pi (Q - alpha log pi) (SAC's, the
+    paper's). False decouples actor and critic: V(s') = sum_a pi Q, and alpha acts on the actor's
+    loss only, as in "Dissecting Discrete Soft Actor-Critic" (Asad et al., 2025)."""
     critic_warmup_updates: int = 0
     """Gradient steps at the start that train the critic only (no policy or alpha update)."""
     warmup_head_only: bool = False
@@ -422,6 +473,10 @@ class SACConfig:
     target actor); one forward less per update (about 20% of an update's time)."""
     max_grad_norm: float | None = 1.0
     """Clip the global gradient norm of each step (None: no clipping)."""
+    grad_diagnostics_every: int = 16
+    """Every this many gradient steps, measure each loss's gradient norm on its own and on the
+    weights the actor and critic share (`grad_norm/critic_shared`, ...): one extra backward of the
+    critic loss on those steps (about 5% of a tiny model's update time at 16); 0: never."""
     her: bool = False
     """Relabel episodes with the social partner's goals."""
     her_max_goals: int | None = None
@@ -430,6 +485,12 @@ class SACConfig:
     """Batch sampling: `ratio` puts `relabeled_fraction` relabeled transitions in every batch."""
     relabeled_fraction: float = 0.5
     """Share of relabeled transitions per batch in `ratio` mode."""
+    relabel_mix: Literal["partner", "own", "balanced"] = "partner"
+    """Goal types of a `ratio` batch's relabeled share. `partner` (the paper's): relabeled
+    transitions drawn uniformly, so each goal type comes as often as the social partner reports it
+    (on the simplified task over 90% Grasp goals); `own`: types in the shares of the goals the
+    stored episodes were given (what the agent was asked; no knowledge of the environment's goal
+    distribution needed, unlike `sampling: prior`); `balanced`: equal shares of the types reported."""
     buffer_capacity: int = 100_000
     """Replay capacity in environment transitions (an episode's relabels go with it)."""
     random_steps: int = 0
@@ -459,6 +520,10 @@ class SACConfig:
                 "once the buffer holds a batch, so this run would never train; lower batch_size or raise buffer_capacity",
             ),
             (self.random_steps >= 0, f"random_steps must be >= 0, got {self.random_steps}"),
+            (
+                self.grad_diagnostics_every >= 0,
+                f"grad_diagnostics_every must be >= 0 (0: never), got {self.grad_diagnostics_every}",
+            ),
             (self.critic_warmup_updates >= 0, f"critic_warmup_updates must be >= 0, got {self.critic_warmup_updates}"),
             (self.alpha_init > 0, f"alpha_init must be > 0, got {self.alpha_init}"),
             (
@@ -496,6 +561,11 @@ class SACConfig:
             (
                 self.sampling == "uniform" or self.her,
                 f"sampling={self.sampling!r} needs her=True (it balances relabeled transitions)",
+            ),
+            (
+                self.relabel_mix == "partner" or self.sampling == "ratio",
+                f"relabel_mix={self.relabel_mix!r} re-weights the relabeled share of a batch, which only "
+                f"sampling='ratio' has: set sac.sampling ratio (with her), or relabel_mix partner",
             ),
         ]
         for ok, message in checks:

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from sacglam.config import EnvConfig, TrainConfig
 from sacglam.progress import bar_interval, to_terminal
-from sacglam.types import EnvironmentPolicy, EpisodeResult, EpisodeSpec, Policy
+from sacglam.types import EnvironmentPolicy, EpisodeResult, EpisodeSpec, MeasuredPolicy, Policy
 
 OVERALL = "all"
 
@@ -62,6 +62,7 @@ def run_episodes(
     slot_obs: list[str] = [""] * len(envs)
     slot_candidates: list[list[str]] = [[] for _ in envs]
     slot_steps = [0] * len(envs)
+    slot_measures: list[list[float]] = [[] for _ in envs]
     pending = iter(range(len(specs)))
     bar = tqdm(total=len(specs), desc=description, disable=not progress, leave=False, **bar_interval())
 
@@ -75,6 +76,7 @@ def run_episodes(
             slot_candidates[slot] = info["candidates"]
             slot_goal[slot] = info.get("goal", spec.goal or "")
             slot_steps[slot] = 0
+            slot_measures[slot] = []
 
     for slot in range(len(envs)):
         load(slot)
@@ -86,6 +88,10 @@ def run_episodes(
             actions = policy.act_in(
                 [envs[s] for s in active], [slot_obs[s] for s in active], [slot_candidates[s] for s in active]
             )
+        elif isinstance(policy, MeasuredPolicy):
+            actions, measures = policy.act_measured([slot_obs[s] for s in active], [slot_candidates[s] for s in active])
+            for slot, measure in zip(active, measures or (), strict=False):
+                slot_measures[slot].append(measure)
         else:
             actions = policy.act([slot_obs[s] for s in active], [slot_candidates[s] for s in active])
         for slot, action in zip(active, actions, strict=True):
@@ -103,6 +109,7 @@ def run_episodes(
                     seed=spec.seed,
                     success=bool(terminated) and float(reward) > 0,  # as Episode.success
                     steps=slot_steps[slot],
+                    measure=sum(slot_measures[slot]) / len(slot_measures[slot]) if slot_measures[slot] else None,
                 )
                 bar.update(1)
                 load(slot)
@@ -204,7 +211,30 @@ def summarize_evaluation(
     for (env, mode), episode_results in grouped.items():
         for goal_type_name, row in success_by_goal_type(episode_results, env).items():
             out[f"eval/{env.goals}/{mode}/{goal_type_name}"] = row["success"]
+        for goal_type_name, value in measure_by_goal_type(episode_results, env).items():
+            out[f"{MEASURE_PREFIX}/{env.goals}/{mode}/{goal_type_name}"] = value
     return out
+
+
+MEASURE_PREFIX = "eval_pi_q_argmax"
+"""Metric prefix of the agent's evaluation measure: the probability pi gives the critic's argmax."""
+
+
+def measure_by_goal_type(results: Iterable[EpisodeResult], env: EnvConfig) -> dict[str, float]:
+    """Per goal type, the mean over episodes of each episode's mean `measure`, plus `OVERALL`
+    weighted by the goal set's type shares as success is; empty when no episode was measured."""
+    sums: dict[str, float] = defaultdict(float)
+    counts: Counter[str] = Counter()
+    for r in results:
+        if r.measure is not None:
+            sums[r.goal_type] += r.measure
+            counts[r.goal_type] += 1
+    table = {t: sums[t] / counts[t] for t in counts}
+    if not table:
+        return {}
+    share = env.spec().type_shares()
+    covered = sum(share[t] for t in table)
+    return table | {OVERALL: sum(table[t] * share[t] for t in table) / covered}
 
 
 def format_success_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:

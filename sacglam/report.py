@@ -274,7 +274,69 @@ def report_lines(run_dir: Path, image: str = "curves.png") -> list[str]:
     if last:
         lines += ["| last training record | value |", "| --- | --- |"]
         lines += [f"| {k} | {last[k]:.4g} |" for k in TRAINING_FIGURES if isinstance(last.get(k), (int, float))]
-    lines += ["", f"![curves]({image})", ""]
+    lines += ["", *health_lines(records), f"![curves]({image})", ""]
+    return lines
+
+
+def _by_type(record: dict, prefix: str) -> dict[str, float]:
+    """`{goal type: value}` of the record's `prefix/<goal type>` figures."""
+    return {
+        k.removeprefix(prefix + "/"): v
+        for k, v in record.items()
+        if k.startswith(prefix + "/") and k.count("/") == prefix.count("/") + 1
+    }
+
+
+def health_lines(records: list[dict]) -> list[str]:
+    """What tells a run that learns its train goals but not held-out ones why (docs/metrics.md,
+    "Learner diagnostics"): the policy's entropy and the relabeled goal-type mix per goal type, the
+    probability the policy gives its critic's argmax, and which loss moves the shared weights."""
+    lines: list[str] = []
+    entropy_record = next((r for r in reversed(records) if any(k.startswith("entropy/") for k in r)), None)
+    if entropy_record is not None:
+        entropy = _by_type(entropy_record, "entropy")
+        batch = _by_type(entropy_record, "batch/relabeled_share")
+        buffer = _by_type(entropy_record, "buffer/relabeled_share")
+        lines += [
+            f"Policy and relabels by goal type (training record at env step {entropy_record['env_steps']}):",
+            "",
+            "| goal type | policy entropy (nats) | share of the batch's relabeled rows | of the buffer's relabels |",
+            "| --- | --- | --- | --- |",
+        ]
+        for name in dict.fromkeys([*entropy, *batch, *buffer]):
+            cells = [f"{table[name]:.3f}" if name in table else "-" for table in (entropy, batch, buffer)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    measured = next((r for r in reversed(records) if any(k.startswith("eval_pi_q_argmax/") for k in r)), None)
+    if measured is not None:
+        rows = sorted(
+            {
+                k.rsplit("/", 1)[0].removeprefix("eval_pi_q_argmax/")
+                for k in measured
+                if k.startswith("eval_pi_q_argmax/")
+            }
+        )
+        types = list(dict.fromkeys(k.rsplit("/", 1)[1] for k in measured if k.startswith("eval_pi_q_argmax/")))
+        lines += [
+            f"Does the policy follow its critic? The probability pi gives the critic's argmax, mean over the "
+            f"evaluation's steps (env step {measured['env_steps']}; near 0 on a goal type: the policy has dropped "
+            "what its critic ranks first):",
+            "",
+            "| goal set / policy | " + " | ".join(types) + " |",
+            "| --- |" + " --- |" * len(types),
+        ]
+        for row in rows:
+            values = [measured.get(f"eval_pi_q_argmax/{row}/{t}") for t in types]
+            lines.append(f"| {row} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in values) + " |")
+        lines.append("")
+    gradients = next((r for r in reversed(records) if "grad_norm/critic_shared" in r), None)
+    if gradients is not None and "grad_norm/policy_shared" in gradients:
+        lines += [
+            "Which loss moves the weights the actor and critic share (before clipping; env step "
+            f"{gradients['env_steps']}): critic {gradients['grad_norm/critic_shared']:.3g}, policy "
+            f"{gradients['grad_norm/policy_shared']:.3g}, cosine {gradients['grad_cosine/shared']:.2f}.",
+            "",
+        ]
     return lines
 
 
@@ -289,7 +351,8 @@ def plot_curves(run_dir: Path) -> Path:
     records = read_metrics(run_dir)
     evals = evaluations(records)
     trains = [r for r in records if "train/success" in r]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    entropies = [r for r in records if any(k.startswith("entropy/") for k in r)]
+    fig, axes = plt.subplots(1, 3 if entropies else 2, figsize=(16.5 if entropies else 11, 4))
     for key in overall_keys(evals):
         axes[0].plot(
             [r["env_steps"] for r in evals], [r[key] for r in evals], marker="o", label=key.removeprefix("eval/")
@@ -299,6 +362,12 @@ def plot_curves(run_dir: Path) -> Path:
         axes[0].legend(fontsize=7)
     axes[1].plot([r["env_steps"] for r in trains], [r["train/success"] for r in trains])
     axes[1].set(xlabel="env steps", ylabel="success rate", title="training episodes (recent ~200)", ylim=(0, 1))
+    if entropies:
+        for name in dict.fromkeys(t for r in entropies for t in _by_type(r, "entropy")):
+            points = [(r["env_steps"], r[f"entropy/{name}"]) for r in entropies if f"entropy/{name}" in r]
+            axes[2].plot(*zip(*points), label=name)
+        axes[2].set(xlabel="env steps", ylabel="nats", title="policy entropy by goal type (batches)")
+        axes[2].legend(fontsize=7)
     fig.tight_layout()
     path = run_dir / "curves.png"
     fig.savefig(path, dpi=100)

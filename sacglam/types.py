@@ -23,6 +23,19 @@ class Policy(Protocol):
 
 
 @runtime_checkable
+class MeasuredPolicy(Protocol):
+    """A policy that measures each state it acts in: `act_measured` returns the actions, as `act`
+    does, and one figure per state (None: nothing measured this time). Evaluation averages the
+    figures over each episode (`EpisodeResult.measure`)."""
+
+    name: str
+
+    def act_measured(
+        self, observations: Sequence[str], candidates: Sequence[Sequence[str]]
+    ) -> tuple[list[str], list[float] | None]: ...
+
+
+@runtime_checkable
 class EnvironmentPolicy(Protocol):
     """A policy that reads the live environments themselves (an expert with access to the state
     behind the text, such as the BabyAI bot); `envs[i]` is the environment of state i."""
@@ -52,6 +65,9 @@ class EpisodeResult:
     seed: int
     success: bool  # the goal was achieved (reward 1) before truncation
     steps: int  # env steps taken in the episode
+    # The mean over the episode's steps of what a `MeasuredPolicy` measured (the agent: the
+    # probability pi gives the critic's argmax); None for a policy that measures nothing.
+    measure: float | None = None
 
 
 @dataclass(frozen=True)
@@ -187,3 +203,6 @@ class TransitionBatch:
     next_candidates: list[tuple[str, ...]]
     relabeled: torch.Tensor  # (B,) bool: the transition comes from a hindsight relabel
     goals: list[str]  # B goals the transitions are conditioned on
+    # B goal types (the environment's names: `grasp`, `grow`, ...) of `goals`; empty in a batch
+    # pickled before the field existed (a checkpoint's prefetched batch).
+    goal_types: Sequence[str] = ()

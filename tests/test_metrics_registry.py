@@ -76,7 +76,7 @@ def logged_names(tmp_path_factory) -> set[str]:
     sac_her = TrainConfig(
         algo="sac-her",
         agent=tiny,
-        sac=SACConfig.with_her(batch_size=16, random_steps=64, critic_warmup_updates=2),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64, critic_warmup_updates=2, grad_diagnostics_every=1),
         num_envs=8,
         total_env_steps=256,
         eval_every=128,

@@ -284,3 +284,77 @@ def test_a_resumed_replay_actor_follows_the_runs_settings_not_the_saved_ones(tmp
     reporting = next(e for e in episodes if len(ReplayBuffer().add(e)) >= 2)  # two relabels without a cap
     assert capped.add_episodes([reporting]) == 1 and plain.add_episodes([reporting]) == 0
     assert SNAPSHOT in {path.name for path in store.latest().children()}
+
+
+# ------------------------------------------------------------------ relabel mix and goal types
+
+
+def flooded_buffer(seed=0, episodes=40):
+    """A buffer whose partner reports 9 Grasp goals for every Grow goal, while the episodes' own
+    goals are 3 Grasp for 1 Grow: the shape of the simplified task's random play."""
+    buffer = ReplayBuffer(gamma=GAMMA, her=True, seed=seed)
+    for i in range(episodes):
+        own = "Grow red cat" if i % 4 == 0 else "Grasp red cat"
+        reports = [("Grasp any animal",), ("Grasp blue dog",), ("Grasp any blue thing",)]
+        reports += [("Grasp green door",), ("Grasp any furniture",), ("Grasp red water",)]
+        reports += [("Grasp any supply",), ("Grasp any red thing",), ("Grasp blue sofa",)]
+        reports += [("Grow blue dog",)]
+        buffer.add(handmade([0.0] * 10, terminated=False, goal=own, achieved=reports))
+    return buffer
+
+
+def relabeled_types(batch):
+    return Counter(t for t, r in zip(batch.goal_types, batch.relabeled.tolist()) if r)
+
+
+def test_batch_goal_types_are_the_goals_types():
+    batch = flooded_buffer().sample(256, mode="ratio")
+    assert len(batch.goal_types) == 256
+    assert batch.goal_types == [goal_type(g) for g in batch.goals]
+
+
+def test_partner_mix_draws_relabels_as_reported():
+    buffer = flooded_buffer()
+    shares = buffer.relabeled_type_shares()
+    # each episode: nine Grasp relabels of lengths 1..9 (45 transitions), one Grow of length 10
+    assert shares["grasp"] == pytest.approx(45 / 55)
+    assert shares["grow"] == pytest.approx(10 / 55)
+    counts = relabeled_types(buffer.sample(20_000, mode="ratio"))
+    assert counts["grasp"] / sum(counts.values()) == pytest.approx(45 / 55, abs=0.01)
+
+
+def test_balanced_mix_draws_goal_types_equally():
+    counts = relabeled_types(flooded_buffer().sample(20_000, mode="ratio", relabel_mix="balanced"))
+    assert counts["grow"] / sum(counts.values()) == pytest.approx(0.5, abs=0.01)
+
+
+def test_own_mix_follows_the_goals_the_episodes_were_given():
+    counts = relabeled_types(flooded_buffer().sample(20_000, mode="ratio", relabel_mix="own"))
+    assert counts["grow"] / sum(counts.values()) == pytest.approx(0.25, abs=0.01)
+
+
+def test_relabel_mix_leaves_the_environment_share_alone():
+    batch = flooded_buffer().sample(1_000, mode="ratio", relabeled_fraction=0.3, relabel_mix="balanced")
+    assert batch.relabeled.float().mean().item() == pytest.approx(0.3)
+    own_goals = Counter(g for g, r in zip(batch.goals, batch.relabeled.tolist()) if not r)
+    assert set(own_goals) == {"Grasp red cat", "Grow red cat"}
+
+
+def test_partner_mix_is_the_default_draw():
+    a, b = flooded_buffer(seed=3), flooded_buffer(seed=3)
+    first, second = a.sample(64, mode="ratio"), b.sample(64, mode="ratio", relabel_mix="partner")
+    assert first.goals == second.goals and first.observations == second.observations
+
+
+def test_own_mix_without_reports_of_the_own_types_falls_back_to_the_reports():
+    buffer = ReplayBuffer(gamma=GAMMA, her=True)
+    buffer.add(handmade([0.0, 0.0], terminated=False, goal="Grow red cat", achieved=[("Grasp blue dog",), ()]))
+    batch = buffer.sample(10, mode="ratio", relabel_mix="own")  # no Grow relabel: Grasp ones, not an error
+    assert relabeled_types(batch) == Counter({"grasp": 5})
+
+
+def test_relabel_mix_needs_ratio_sampling():
+    from sacglam.config import SACConfig
+
+    with pytest.raises(ValueError, match="relabel_mix='own' re-weights the relabeled share"):
+        SACConfig(her=True, sampling="prior", relabel_mix="own")

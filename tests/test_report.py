@@ -172,3 +172,31 @@ def test_metrics_records_drop_a_torn_last_record_only():
         metrics_records('{"env_steps": 0}\n{"env_steps": 64, "a\n{"env_steps": 128}\n', "m")  # torn, then more
     with pytest.raises(MetricsFileError, match="m line 1 is not a metrics record"):
         metrics_records('{"steps": 0}\n', "m")  # not a run's
+
+
+def test_the_report_shows_entropy_relabels_and_critic_agreement_per_goal_type(tmp_path):
+    health = {
+        "env_steps": 64,
+        "train/success": 0.5,
+        "entropy/grasp": 0.91,
+        "entropy/grow": 0.12,
+        "batch/relabeled_share/grasp": 0.93,
+        "batch/relabeled_share/grow": 0.07,
+        "buffer/relabeled_share/grasp": 0.95,
+        "buffer/relabeled_share/grow": 0.05,
+        "grad_norm/critic_shared": 0.4,
+        "grad_norm/policy_shared": 2.5,
+        "grad_cosine/shared": -0.25,
+    }
+    measured = evaluation(64, 0.75, 0.5) | {
+        "eval_pi_q_argmax/simple-test/greedy/grow": 0.031,
+        "eval_pi_q_argmax/simple-test/greedy/grasp": 0.8,
+        "eval_pi_q_argmax/simple-test/greedy/all": 0.2,
+    }
+    run = write_run(tmp_path / "run", [evaluation(0, 0.1, 0.0), health, measured])
+    body = "\n".join(report_lines(run))
+    assert "| grow | 0.120 | 0.070 | 0.050 |" in body
+    assert "| grasp | 0.910 | 0.930 | 0.950 |" in body
+    assert "| simple-test/greedy | 0.031 | 0.800 | 0.200 |" in body
+    assert "critic 0.4, policy 2.5, cosine -0.25" in body
+    assert "Policy and relabels by goal type" not in "\n".join(report_lines(write_run(tmp_path / "ppo", [TRAINING])))

@@ -12,6 +12,7 @@ from sacglam.learner.sac_losses import (
     critic_loss,
     entropy,
     entropy_targets,
+    forward_kl_policy_loss,
     n_step_target,
     policy_loss,
     polyak_update,
@@ -182,29 +183,52 @@ def test_losses_do_not_mutate_their_inputs():
 
 
 def reference_losses(
-    log_pi, q_taken, q_all, mask, reward, discount, terminal, next_log_pi, next_q, next_mask, log_alpha, target_entropy
+    log_pi,
+    q_taken,
+    q_all,
+    mask,
+    reward,
+    discount,
+    terminal,
+    next_log_pi,
+    next_q,
+    next_mask,
+    log_alpha,
+    target_entropy,
+    actor_loss="reverse_kl",
+    critic_entropy=True,
 ):
-    """Discrete SAC written out per state with Python floats (float64), from Christodoulou (2019)."""
+    """Discrete SAC written out per state with Python floats (float64), from Christodoulou (2019);
+    `forward_kl`: the cross-entropy from softmax(Q/alpha) to pi; `critic_entropy=False`: the
+    critic's target without the entropy bonus (Asad et al., 2025)."""
     alpha = math.exp(log_alpha)
+    bonus = alpha if critic_entropy else 0.0
     B = len(reward)
     critic = policy = alpha_l = 0.0
     for b in range(B):
         v_next = sum(
-            math.exp(next_log_pi[b][a]) * (next_q[b][a] - alpha * next_log_pi[b][a])
+            math.exp(next_log_pi[b][a]) * (next_q[b][a] - bonus * next_log_pi[b][a])
             for a in range(len(next_mask[b]))
             if next_mask[b][a]
         )
         y = reward[b] + (0.0 if terminal[b] else discount[b] * v_next)
         critic += 0.5 * (q_taken[b] - y) ** 2 / B
         valid = [a for a in range(len(mask[b])) if mask[b][a]]
-        policy += sum(math.exp(log_pi[b][a]) * (alpha * log_pi[b][a] - q_all[b][a]) for a in valid) / B
+        if actor_loss == "forward_kl":
+            weights = [math.exp(q_all[b][a] / alpha) for a in valid]
+            policy -= sum(w / sum(weights) * log_pi[b][a] for w, a in zip(weights, valid)) / B
+        else:
+            policy += sum(math.exp(log_pi[b][a]) * (alpha * log_pi[b][a] - q_all[b][a]) for a in valid) / B
         h = -sum(math.exp(log_pi[b][a]) * log_pi[b][a] for a in valid)
         alpha_l += log_alpha * (h - target_entropy) / B
     return critic, policy, alpha_l
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_losses_match_an_independent_loop_implementation(seed):
+@pytest.mark.parametrize(
+    "actor_loss,critic_entropy", [("reverse_kl", True), ("forward_kl", True), ("reverse_kl", False)]
+)
+def test_losses_match_an_independent_loop_implementation(seed, actor_loss, critic_entropy):
     g = torch.Generator().manual_seed(seed)
     B, C, C2 = 6, 5, 4
     counts, next_counts = torch.randint(1, C + 1, (B,), generator=g), torch.randint(1, C2 + 1, (B,), generator=g)
@@ -231,6 +255,8 @@ def test_losses_match_an_independent_loop_implementation(seed):
         next_mask=next_mask,
         log_alpha=log_alpha,
         target_entropy=0.01,
+        actor_loss=actor_loss,
+        critic_entropy=critic_entropy,
     )
     to = lambda t: t.double().tolist()  # noqa: E731
     critic, policy, alpha_l = reference_losses(
@@ -246,6 +272,8 @@ def test_losses_match_an_independent_loop_implementation(seed):
         next_mask.tolist(),
         math.log(0.05),
         0.01,
+        actor_loss,
+        critic_entropy,
     )
     assert losses.critic.item() == pytest.approx(critic, rel=1e-5, abs=1e-6)
     assert losses.policy.item() == pytest.approx(policy, rel=1e-5, abs=1e-6)
@@ -292,3 +320,40 @@ def test_gradients_stay_finite_with_padded_candidates():
     for grad in (logits.grad, q.grad, log_alpha.grad):
         assert torch.isfinite(grad).all()
     assert (logits.grad[~mask] == 0).all()
+
+
+def _logit_gradient(loss_fn, logits, q, mask, alpha):
+    logits = logits.clone().requires_grad_(True)
+    log_pi = logits.masked_fill(~mask, float("-inf")).log_softmax(-1)
+    loss_fn(log_pi, q, mask, alpha).backward()
+    return logits.grad
+
+
+def test_forward_kl_gradient_is_pi_minus_the_boltzmann_policy():
+    logits = torch.tensor([[2.0, -5.0, 0.5, 9.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    q, alpha = torch.tensor([[0.2, 0.5, 0.1, 7.0]]), 0.05
+    grad = _logit_gradient(forward_kl_policy_loss, logits, q, mask, alpha)
+    pi = torch.softmax(logits[:, :3], -1)
+    boltzmann = torch.softmax(q[:, :3] / alpha, -1)
+    assert torch.allclose(grad[:, :3], pi - boltzmann, atol=1e-6)
+    assert grad[0, 3].item() == 0.0  # padding (its Q of 7 included) plays no part
+
+
+def test_forward_kl_pulls_up_a_dropped_action_the_critic_ranks_first():
+    """The symptom the option is for: pi gives 0.1% to the action whose Q is highest. The reverse
+    KL's gradient on that action's logit is scaled by pi(a); the forward KL's is pi(a) - p(a)."""
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    q, alpha = torch.tensor([[0.6, 0.5, 0.1]]), 0.05
+    logits = torch.log(torch.tensor([[0.001, 0.989, 0.01]]))
+    reverse = _logit_gradient(policy_loss, logits, q, mask, alpha)[0, 0].item()
+    forward = _logit_gradient(forward_kl_policy_loss, logits, q, mask, alpha)[0, 0].item()
+    assert reverse < 0 and forward < 0  # both raise it (descent), but
+    assert abs(forward) > 100 * abs(reverse)
+
+
+def test_the_forward_kl_minimiser_is_the_boltzmann_policy():
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    q, alpha = torch.tensor([[0.3, -0.2, 0.9], [1.0, 0.7, 0.0]]), 0.2
+    logits = (q / alpha).masked_fill(~mask, 0.0)
+    assert _logit_gradient(forward_kl_policy_loss, logits, q, mask, alpha).abs().max().item() < 1e-6

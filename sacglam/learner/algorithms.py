@@ -25,6 +25,8 @@ from sacglam.learner.sac import SACLearner
 from sacglam.models.agent import GLAMAgent
 from sacglam.runtime.handles import BatchSource, Handle, LocalFuture, RolloutSource, resolve
 
+GRADIENT_SPLIT = ("grad_norm/", "grad_cosine/")  # the learner's per-loss gradient figures
+
 
 class Training(Protocol):
     @property
@@ -45,6 +47,7 @@ class SACTraining:
         self.storage = storage
         self.batch_share = cfg.sac.batch_size // world_size
         self._next_batch: Any = None
+        self.latest_gradient_split: dict[str, float] = {}
 
     def _batch(self):
         current = (
@@ -58,13 +61,23 @@ class SACTraining:
     def train(self, units: int) -> dict[str, float]:
         """`units` gradient steps; returns their mean metrics and the update count."""
         totals: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)  # a diagnostic is measured on some updates only
         for _ in range(units):
             for name, value in self.learner.update(self._batch()).items():
                 totals[name] += value
-        return {name: value / max(units, 1) for name, value in totals.items()} | {
-            "learner/updates": self.learner.updates,
-            "alpha": self.learner.alpha,
-        }
+                counts[name] += 1
+        means = {name: value / counts[name] for name, value in totals.items()}
+        # The per-loss gradient norms come every `grad_diagnostics_every` updates: a call without
+        # one repeats the latest, so that every record shows them.
+        self.latest_gradient_split |= {k: v for k, v in means.items() if k.startswith(GRADIENT_SPLIT)}
+        return (
+            self.latest_gradient_split
+            | means
+            | {
+                "learner/updates": self.learner.updates,
+                "alpha": self.learner.alpha,
+            }
+        )
 
     def after_broadcast(self) -> None:
         """The target critic starts as a copy of the (broadcast) online weights."""

@@ -30,8 +30,9 @@ from contextlib import contextmanager
 import torch
 
 from sacglam.config import SACConfig
+from sacglam.learner.diagnostics import gradient_split, mean_by_type, share_by_type
 from sacglam.learner.optim import adam, drop_gradients, load_adam_state
-from sacglam.learner.sac_losses import entropy_targets, sac_losses
+from sacglam.learner.sac_losses import entropy, entropy_targets, sac_losses
 from sacglam.models.agent import GLAMAgent
 from sacglam.types import TransitionBatch
 
@@ -70,7 +71,9 @@ class SACLearner:
         self.agent, self.config = agent, config
         device = agent.device
         assert agent.critic is not None
-        critic_params = [p for p in agent.critic.parameters()]
+        # The critic's group: its head, and its own top blocks' trainable weights when it has them
+        # (`agent.critic_weights: own`: a copy of the frozen base weights sits beside its LoRA).
+        critic_params = [p for p in agent.critic.parameters() if p.requires_grad]
         critic_ids = {id(p) for p in critic_params}
         llm_params = [p for p in agent.parameters() if p.requires_grad and id(p) not in critic_ids]
         self.optimizer = adam(
@@ -79,6 +82,7 @@ class SACLearner:
             device,
         )
         self._params: list[torch.Tensor] = [*llm_params, *critic_params]  # what gradient clipping covers
+        self._critic_ids = critic_ids  # the weights only the critic loss reaches
         self.log_alpha = torch.nn.Parameter(torch.tensor(math.log(config.alpha_init), device=device))
         self._optimized = [*self._params, self.log_alpha]  # every tensor of both optimizers
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, device)
@@ -146,15 +150,25 @@ class SACLearner:
             next_mask=next_mask,
             log_alpha=self.log_alpha,
             target_entropy=entropy_targets(out.mask, cfg.target_entropy, ratio),
+            actor_loss=cfg.actor_loss,
+            critic_entropy=cfg.critic_entropy,
         )
         loss = losses.critic if warming_up else losses.critic + losses.policy
         named_losses = {"critic": losses.critic, "policy": losses.policy, "alpha": losses.alpha}
         finite = all(bool(torch.isfinite(v)) for v in named_losses.values())
         drop_gradients(self._optimized)
+        every = cfg.grad_diagnostics_every
+        diagnose = finite and every > 0 and self.updates % every == 0
+        critic_grads: tuple[torch.Tensor | None, ...] = ()
+        if diagnose:  # the critic loss's own gradient: one extra backward, on these updates only
+            critic_grads = torch.autograd.grad(losses.critic, self._params, retain_graph=True, allow_unused=True)
         if finite:
             loss.backward()
             if not warming_up:
                 losses.alpha.backward()
+        diagnostics = self._diagnostics(batch, out.log_pi, out.mask)
+        if diagnose:
+            diagnostics |= self._gradient_split(critic_grads, warming_up)
         all_finite = finite
         if self.gradient_sync is not None:  # every rank takes part, even one whose losses broke
             all_finite = self.gradient_sync(self._optimized, finite)
@@ -192,7 +206,32 @@ class SACLearner:
             "batch/relabeled_fraction": float(batch.relabeled.float().mean()),
             "warmup": float(warming_up),
             **({} if ratio is None else {"target_entropy_ratio": ratio}),
+            **diagnostics,
         }
+
+    def _diagnostics(self, batch: TransitionBatch, log_pi: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+        """The batch's policy entropy per goal type and the goal-type mix of its relabeled rows."""
+        types = list(batch.goal_types)
+        if not types:
+            return {}
+        return mean_by_type(entropy(log_pi.detach(), mask), types, "entropy") | share_by_type(
+            types, batch.relabeled, "batch/relabeled_share"
+        )
+
+    def _gradient_split(self, critic_grads: tuple[torch.Tensor | None, ...], warming_up: bool) -> dict[str, float]:
+        """Per-loss gradient norms from the critic loss's gradient and the step's total (before
+        clipping and before data-parallel averaging: this learner's own batch). The policy's is the
+        total less the critic's on the weights the policy reaches (every trainable weight outside
+        the critic's own); during the warm-up it reaches none."""
+        own = self._critic_ids
+        policy_grads = [
+            None if warming_up or id(p) in own or p.grad is None else (p.grad if critic is None else p.grad - critic)
+            for p, critic in zip(self._params, critic_grads, strict=True)
+        ]
+        split = gradient_split(self._params, critic_grads, policy_grads)
+        if warming_up:
+            split = {k: v for k, v in split.items() if "policy" not in k and "cosine" not in k}
+        return split
 
     def _next_state_values(self, batch: TransitionBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """log pi(.|s'), Q_target(s', .) and the candidate mask of s', each (B, C'), for the

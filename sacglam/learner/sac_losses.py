@@ -12,9 +12,11 @@ with the agent's outputs and owns the optimizers.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
+
+ActorLoss = Literal["reverse_kl", "forward_kl"]
 
 
 class SACLosses(NamedTuple):
@@ -86,6 +88,20 @@ def policy_loss(log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha
     return _masked_sum(log_pi.exp() * (alpha * log_pi - q), mask).mean()
 
 
+def forward_kl_policy_loss(
+    log_pi: torch.Tensor, q: torch.Tensor, mask: torch.Tensor, alpha: torch.Tensor | float
+) -> torch.Tensor:
+    """E_s[ KL(softmax(Q(s, .)/alpha) || pi(.|s)) ] up to a constant: the cross-entropy
+    -sum_a p(a|s) log pi(a|s) towards the Boltzmann policy p = softmax(Q/alpha) over each state's
+    candidates (Q held fixed). The reverse KL of `policy_loss` has the same minimiser, but its
+    gradient on an action's logit is scaled by pi(a|s): an action the policy gives 1% of its mass
+    barely moves however high its Q. Here that gradient is pi(a|s) - p(a|s), so an action the
+    critic ranks first is pulled up in proportion to p, whatever pi gives it now."""
+    scaled = (q.detach() / alpha).masked_fill(~mask, float("-inf"))
+    target = scaled.log_softmax(-1).exp()  # 0 at padding
+    return -_masked_sum(target * _clean(log_pi, mask), mask).mean()
+
+
 def entropy(log_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """H(pi(.|s)) in nats. (B, C) -> (B,)"""
     log_pi = _clean(log_pi, mask)
@@ -124,18 +140,25 @@ def sac_losses(
     next_mask: torch.Tensor,
     log_alpha: torch.Tensor,
     target_entropy: torch.Tensor | float,
+    actor_loss: ActorLoss = "reverse_kl",
+    critic_entropy: bool = True,
 ) -> SACLosses:
     """All three losses for one batch.
 
     Shapes: log_pi, q_all, mask (B, C) at s_t; q_taken (B,) or (n_critics, B) = Q(s_t, a_t);
     next_* (B, C') at s_{t+k}; reward, discount, terminal (B,); log_alpha a scalar parameter.
     `q_all` is the critic's Q(s_t, .) used by the policy loss (min over twins; detached there).
+    `actor_loss`: SAC's `reverse_kl` (`policy_loss`) or `forward_kl` (`forward_kl_policy_loss`).
+    `critic_entropy=False` decouples the critic from the entropy: its target's next-state value
+    is sum_a pi Q, without the -alpha log pi bonus (alpha then acts on the actor alone).
     """
     alpha = log_alpha.detach().exp()
-    y = n_step_target(reward, discount, terminal, next_log_pi.detach(), next_q_target.detach(), next_mask, alpha)
+    target_alpha = alpha if critic_entropy else torch.zeros_like(alpha)
+    y = n_step_target(reward, discount, terminal, next_log_pi.detach(), next_q_target.detach(), next_mask, target_alpha)
+    policy = (forward_kl_policy_loss if actor_loss == "forward_kl" else policy_loss)(log_pi, q_all, mask, alpha)
     return SACLosses(
         critic=critic_loss(q_taken, y),
-        policy=policy_loss(log_pi, q_all, mask, alpha),
+        policy=policy,
         alpha=alpha_loss(log_alpha, log_pi, mask, target_entropy),
         entropy=entropy(log_pi.detach(), mask).mean(),
         q_target=y,

@@ -36,7 +36,14 @@ from sacglam.models.scoring import (
     score_seq2seq,
     scores_from_hidden,
 )
-from sacglam.models.trunk import DecoderSplit, FrozenTrunk, block_stacks, decoder_split, top_block_modules
+from sacglam.models.trunk import (
+    CriticTower,
+    DecoderSplit,
+    FrozenTrunk,
+    block_stacks,
+    decoder_split,
+    top_block_modules,
+)
 from sacglam.types import AgentOutput
 
 ATTENTION_PROJECTIONS = {
@@ -116,7 +123,10 @@ class GLAMAgent(nn.Module):
                 p.requires_grad_(True)
         embeddings = cast(nn.Embedding, lm.model.get_input_embeddings())
         hidden, device = embeddings.embedding_dim, embeddings.weight.device
-        self._split = self._decoder_split(lm)  # before compiling: the check runs the blocks once
+        # The critic's own top blocks split the decoder where they start; the policy's forward then
+        # runs below that split once for both (no frozen trunk is shared across forwards).
+        self._tower_split = self._critic_tower_split(lm)  # before compiling, as the next
+        self._split = self._decoder_split(lm) if self._tower_split is None else None  # the check runs the blocks once
         if config.compile:
             from sacglam.models.compilation import compile_transformer_blocks  # torch._dynamo: 2 s of import
 
@@ -136,6 +146,9 @@ class GLAMAgent(nn.Module):
             ).to(device)
         else:
             self.critic = None
+        if self._tower_split is not None:
+            assert isinstance(self.critic, (ActionCritic, ObservationCritic))
+            self.critic.tower = CriticTower(self._tower_split.top_blocks, self.base_model.get_decoder().norm)
         self.end_token_id: int | None = None
         """The token scored after every action (`AgentConfig.end_of_action`), or None."""
         if config.scores_end_of_action:
@@ -154,11 +167,48 @@ class GLAMAgent(nn.Module):
         """Trunk + top halves of the decoder when LoRA leaves blocks frozen below it (`trunk`)."""
         if self.config.lora_layers is None or lm.kind != "causal":
             return None
+        (_, blocks), *_ = block_stacks(self.base_model)
+        if self.config.lora_layers >= len(blocks):  # LoRA on every block: no frozen block to share
+            return None
         model = self.base_model
         (_, blocks), *_ = block_stacks(model)
         return decoder_split(
             model.get_decoder(), len(blocks) - self.config.lora_layers, lambda a: packed_attention_mask(model, a)
         )
+
+    def _critic_tower_split(self, lm: LanguageModel) -> DecoderSplit | None:
+        """Where the critic's own blocks start (`AgentConfig.critic_weights: own`), else None."""
+        blocks_wanted = self.config.critic_tower_blocks
+        if not blocks_wanted:
+            return None
+        model = lm.model
+        stacks = block_stacks(model)
+        fix = "use agent.critic_weights shared"
+        if lm.kind != "causal" or not stacks:
+            raise UserInputError(
+                f"agent.critic_weights=own copies the top blocks of a causal decoder; {self.config.model} is "
+                f"{'an encoder-decoder' if lm.kind != 'causal' else 'not one with transformer blocks'}: {fix}"
+            )
+        (_, blocks), *_ = stacks
+        if blocks_wanted > len(blocks):
+            raise UserInputError(
+                f"agent.critic_blocks={blocks_wanted} but {self.config.model} has {len(blocks)} transformer blocks: "
+                f"choose 1..{len(blocks)}"
+            )
+        split = decoder_split(
+            model.get_decoder(), len(blocks) - blocks_wanted, lambda a: packed_attention_mask(model, a)
+        )
+        if split is None:
+            raise UserInputError(
+                f"agent.critic_weights=own runs the critic's blocks on the decoder's hidden states, which needs the "
+                f"Llama layout (embed_tokens, rotary_emb, layers, norm); {self.config.model}'s decoder is another: {fix}"
+            )
+        return split
+
+    @property
+    def has_own_critic_weights(self) -> bool:
+        """Whether the critic reads its own copy of the top blocks (`critic_weights: own`)."""
+        return self._tower_split is not None
 
     @property
     def shares_frozen_trunk(self) -> bool:
@@ -203,11 +253,19 @@ class GLAMAgent(nn.Module):
         return self._split.trunk(batch.input_ids, mask, batch.position_ids)
 
     def candidate_scores(
-        self, batch: EncodedBatch, trunk: FrozenTrunk | None = None, with_log_likelihood: bool = True
+        self,
+        batch: EncodedBatch,
+        trunk: FrozenTrunk | None = None,
+        with_log_likelihood: bool = True,
+        with_critic_features: bool = True,
     ) -> CandidateScores:
         """Per-candidate scores; `trunk`: this batch's `frozen_trunk` (the top blocks run on it);
-        without `with_log_likelihood` a causal model skips its LM head (log-likelihoods are 0)."""
+        without `with_log_likelihood` a causal model skips its LM head (log-likelihoods are 0).
+        With the critic's own blocks, `with_log_likelihood=False` also skips the policy's top
+        blocks and `with_critic_features=False` the critic's (the features are then the policy's)."""
         batch = to_device(batch, self.device)
+        if isinstance(batch, PackedCausalBatch) and self._tower_split is not None:
+            return self._scores_with_own_critic(batch, with_log_likelihood, with_critic_features)
         if isinstance(batch, PackedCausalBatch):
             model = self.base_model
             if trunk is not None:
@@ -218,9 +276,32 @@ class GLAMAgent(nn.Module):
             return scores_from_hidden(model, batch, hidden, with_log_likelihood, self.config.critic_input)
         return score_seq2seq(self.base_model, batch, self.config.critic_input)
 
+    def _scores_with_own_critic(
+        self, batch: PackedCausalBatch, with_log_likelihood: bool, with_critic_features: bool
+    ) -> CandidateScores:
+        """The policy's scores from its own top blocks and the critic's features from the critic's
+        copy of them, both on one pass of the blocks below (`critic_weights: own`)."""
+        assert self._tower_split is not None and self.critic is not None
+        model, critic_input = self.base_model, self.config.critic_input
+        below = self._tower_split.below(
+            batch.input_ids, packed_attention_mask(model, batch.attention_allowed), batch.position_ids
+        )
+        policy = None
+        if with_log_likelihood or not with_critic_features:
+            policy = scores_from_hidden(model, batch, self._tower_split.top(below), with_log_likelihood, critic_input)
+        if not with_critic_features:
+            assert policy is not None
+            return policy
+        tower = self.critic.tower
+        assert isinstance(tower, CriticTower)
+        critic = scores_from_hidden(model, batch, tower(below), False, critic_input)
+        log_likelihood = policy.log_likelihood if policy is not None else critic.log_likelihood
+        return CandidateScores(log_likelihood, critic.candidate_features, critic.prompt_features)
+
     def forward(self, batch: EncodedBatch, with_critic: bool = True, trunk: FrozenTrunk | None = None) -> AgentOutput:
         """Policy (and critic) outputs for an encoded batch; `trunk` as in `candidate_scores`."""
-        return self.outputs_from_scores(batch, self.candidate_scores(batch, trunk), with_critic)
+        scores = self.candidate_scores(batch, trunk, with_critic_features=with_critic)
+        return self.outputs_from_scores(batch, scores, with_critic)
 
     def q_values(self, batch: EncodedBatch, trunk: FrozenTrunk | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q (B, C), the minimum over twin critics and 0 at padding; mask (B, C)) without the

@@ -24,6 +24,9 @@ class StandardisedInput(nn.Module):
     def __init__(self, hidden_size: int, standardise: bool):
         super().__init__()
         self.input_norm = RunningStandardiser(hidden_size) if standardise else None
+        # The critic's own top blocks (`agent.critic_weights: own`, set by the agent), whose last
+        # hidden states it reads; None: it reads the policy's LLM.
+        self.tower: nn.Module | None = None
 
     def standardised(self, features: torch.Tensor) -> torch.Tensor:
         return features if self.input_norm is None else self.input_norm(features)

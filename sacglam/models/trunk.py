@@ -21,6 +21,7 @@ lower blocks frozen, no graph below) and plain forwards.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,7 @@ def top_block_modules(model: nn.Module, targets: tuple[str, ...], layers: int) -
 class FrozenTrunk:
     """The hidden states after the trunk's blocks for one batch, and what the top blocks reuse."""
 
-    hidden: torch.Tensor  # (B, T, H), in the base's dtype, no gradient
+    hidden: torch.Tensor  # (B, T, H), in the base's dtype; no gradient, except from `DecoderSplit.below`
     attention_mask: torch.Tensor  # (B, 1, T, T): as handed to the decoder
     position_ids: torch.Tensor  # (B, T) long
     position_embeddings: tuple[torch.Tensor, torch.Tensor]  # rotary (cos, sin), each (B, T, head dim)
@@ -114,11 +115,21 @@ class DecoderSplit:
     @torch.no_grad()
     def trunk(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> FrozenTrunk:
         """Embeddings and the frozen blocks, without autograd. Shapes as in `FrozenTrunk`."""
+        return self.below(input_ids, attention_mask, position_ids)
+
+    def below(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor) -> FrozenTrunk:
+        """Embeddings and the blocks below the split, with autograd where their weights train (the
+        hidden states then carry a graph: a trunk in name only). Shapes as in `FrozenTrunk`."""
         d = self.decoder
         hidden = d.embed_tokens(input_ids)
         position_embeddings = d.rotary_emb(hidden, position_ids=position_ids)
         hidden = _run_blocks(self._layers[: self.split], hidden, attention_mask, position_ids, position_embeddings)
         return FrozenTrunk(hidden, attention_mask, position_ids, position_embeddings)
+
+    @property
+    def top_blocks(self) -> list[nn.Module]:
+        """The blocks above the split, in order."""
+        return list(self._layers[self.split :])
 
     def top(self, trunk: FrozenTrunk) -> torch.Tensor:
         """The top blocks (with LoRA; gradients flow when enabled) and the final norm -> (B, T, H)."""
@@ -132,6 +143,26 @@ class DecoderSplit:
         return self.decoder.norm(hidden)
 
 
+class CriticTower(nn.Module):
+    """The critic's own copy of a decoder's top blocks and final norm (`agent.critic_weights:
+    own`): it reads the hidden states below them, detached, so the critic loss trains this copy
+    (and the head) and nothing the policy uses, and the policy loss never reaches it. The copy
+    keeps each weight's `requires_grad`: every weight of a fully fine-tuned model, the LoRA
+    weights of a LoRA block (its own adapter on a copy of the frozen base weights)."""
+
+    def __init__(self, blocks: list[nn.Module], norm: nn.Module):
+        super().__init__()
+        self.blocks = nn.ModuleList(copy.deepcopy(block) for block in blocks)
+        self.norm = copy.deepcopy(norm)
+
+    def forward(self, below: FrozenTrunk) -> torch.Tensor:
+        """The hidden states below the top blocks -> the critic's last hidden states (B, T, H)."""
+        hidden = _run_blocks(
+            self.blocks, below.hidden.detach(), below.attention_mask, below.position_ids, below.position_embeddings
+        )
+        return self.norm(hidden)
+
+
 LLAMA_LAYOUT = ("embed_tokens", "rotary_emb", "layers", "norm")
 
 
@@ -142,7 +173,7 @@ def decoder_split(decoder: Any, split: int, attention_mask_for) -> DecoderSplit 
     trunk; else None.
 
     `attention_mask_for((B, T, T) bool) -> the mask the decoder takes` (as the scorer builds it)."""
-    if split <= 0 or not all(hasattr(decoder, name) for name in LLAMA_LAYOUT):
+    if split < 0 or not all(hasattr(decoder, name) for name in LLAMA_LAYOUT):
         return None
     if not all(isinstance(block, GradientCheckpointingLayer) for block in decoder.layers):
         return None

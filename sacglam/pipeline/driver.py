@@ -162,6 +162,9 @@ class PipelineDriver:
         relabels = cfg.ppo.her if self.schedule.on_policy else cfg.sac.her
         uses_reports = relabels or cfg.goal_sampler.mode != "environment"
         self.watches_held_out = uses_reports and cfg.env.spec().holds_out_goals()
+        # the progress line's `held=`: the held-out evaluation in the first mode, when the run has one
+        held_out = cfg.env.held_out.goals if cfg.eval_held_out and cfg.env.has_held_out else None
+        self.held_out_headline_key = f"eval/{held_out}/{cfg.eval_modes[0]}/{OVERALL}" if held_out else ""
 
     # ------------------------------------------------------------------ main loop
 
@@ -495,10 +498,14 @@ class PipelineDriver:
         key = f"eval/{self.cfg.env.goals}/{self.cfg.eval_modes[0]}/{OVERALL}"
         if key in self.latest_eval:
             out["eval"] = f"{self.latest_eval[key]:.2f}"
+        if self.held_out_headline_key in self.latest_eval:
+            out["held"] = f"{self.latest_eval[self.held_out_headline_key]:.2f}"
         episodes = sum(e for e, _ in self.c.recent)
         out["train"] = f"{sum(s for _, s in self.c.recent) / max(episodes, 1):.2f}"
         if "alpha" in self.c.train_metrics:
             out["alpha"] = f"{self.c.train_metrics['alpha']:.3g}"
+        if "entropy" in self.c.train_metrics:
+            out["H"] = f"{self.c.train_metrics['entropy']:.2f}"
         out["lag"] = str(self.max_lag)
         if self.c.no_signal_at is not None and not self.c.learning_signals:
             out["signal"] = "none"

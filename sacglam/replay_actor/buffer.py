@@ -18,6 +18,11 @@
   of every batch from the relabeled pool and the rest from the environment's (the paper's choice
   with HER; all environment transitions while there is no relabel yet); `prior`, goal types drawn
   with the environment's goal-type distribution, then transitions uniform within the type.
+- The relabeled share of a `ratio` batch follows a relabel mix: `partner` (the paper's: uniform
+  over relabeled transitions, so goal types come as often as the social partner reports them),
+  `own` (types in the shares of the goals the stored episodes were given: what the agent was
+  asked, which it sees, with no knowledge of the environment's goal distribution) or `balanced`
+  (equal shares of the types reported).
 - `save` / `load` round-trip everything (episodes, relabels, counters, the sampling generator), so
   a loaded buffer gives the same samples as the saved one would have.
 """
@@ -46,6 +51,7 @@ from sacglam.replay_actor.steps import StepTable
 from sacglam.types import Episode, Relabel, TransitionBatch
 
 SamplingMode = Literal["uniform", "ratio", "prior"]
+RelabelMix = Literal["partner", "own", "balanced"]
 
 _STEP_SCHEMA = pa.schema(
     [
@@ -160,7 +166,11 @@ class ReplayBuffer:
         self._size = 0  # stored transitions, both pools
         self._env_size = 0  # environment transitions: what capacity counts
         self._pools = {name: Pool() for name in (ALL_POOL, ENV_POOL, RELABELED_POOL)}
-        self._pools |= {type_pool(i): Pool() for i in range(len(self.goal_types))}
+        self._pools |= {
+            type_pool(i, within): Pool()
+            for within in (ALL_POOL, ENV_POOL, RELABELED_POOL)
+            for i in range(len(self.goal_types))
+        }
         self._goal_ids: dict[str, int] = {}  # goal text -> index into _goals
         self._goals: list[str] = []  # bounded by the goal space, not by the run
         self._goal_type_ids: list[int] = []  # per goal id: its index in self.goal_types
@@ -211,7 +221,8 @@ class ReplayBuffer:
 
     def _index_entry(self, first_row: int, goal: str, length: int, terminated: bool, relabeled: bool) -> None:
         goal_id = self._goal_id(goal)
-        for name in (ALL_POOL, RELABELED_POOL if relabeled else ENV_POOL, type_pool(self._goal_type_ids[goal_id])):
+        source, goal_type = RELABELED_POOL if relabeled else ENV_POOL, self._goal_type_ids[goal_id]
+        for name in (ALL_POOL, source, type_pool(goal_type), type_pool(goal_type, source)):
             self._pools[name].append(first_row, goal_id, length, terminated, relabeled)
 
     def _goal_id(self, goal: str) -> int:
@@ -256,9 +267,15 @@ class ReplayBuffer:
     # ------------------------------------------------------------------ sampling
 
     def sample(
-        self, batch_size: int, n_step: int = 3, mode: SamplingMode = "uniform", relabeled_fraction: float = 0.5
+        self,
+        batch_size: int,
+        n_step: int = 3,
+        mode: SamplingMode = "uniform",
+        relabeled_fraction: float = 0.5,
+        relabel_mix: RelabelMix = "partner",
     ) -> TransitionBatch:
-        """`batch_size` transitions with `n_step`-step targets, drawn as `mode` says (module docstring)."""
+        """`batch_size` transitions with `n_step`-step targets, drawn as `mode` says (module
+        docstring); in `ratio` mode `relabel_mix` decides the goal types of the relabeled share."""
         if self._size == 0:
             raise ValueError("the replay buffer is empty: add episodes before sampling")
         if n_step < 1 or batch_size < 1:
@@ -270,13 +287,48 @@ class ReplayBuffer:
                 raise ValueError(f"relabeled_fraction must be in [0, 1], got {relabeled_fraction}")
             has_relabels = len(self._pools[RELABELED_POOL]) > 0
             n_relabeled = self._relabeled_count(batch_size * relabeled_fraction) if has_relabels else 0
-            relabeled_draw = self._pools[RELABELED_POOL].draw(self.rng, n_relabeled)
+            relabeled_draw = self._draw_relabeled(n_relabeled, relabel_mix)
             draw = concatenate([relabeled_draw, self._pools[ENV_POOL].draw(self.rng, batch_size - n_relabeled)])
         elif mode == "prior":
             draw = self._draw_prior(batch_size)
         else:
             raise ValueError(f"unknown sampling mode {mode!r}; choose uniform, ratio or prior")
         return self._transitions(draw, n_step)
+
+    def _draw_relabeled(self, count: int, mix: RelabelMix) -> EntryDraw:
+        """`count` relabeled transitions. `partner`: uniform over the relabeled pool, so goal types
+        come in the proportions the social partner reported them. `own` and `balanced`: the goal
+        type of each row is drawn first, with the shares of the goals the environment gave the
+        stored episodes (`own`) or equal shares (`balanced`), over the types the relabeled pool
+        holds; then a transition uniform within that type's relabels."""
+        if mix == "partner" or count == 0:
+            return self._pools[RELABELED_POOL].draw(self.rng, count)
+        if mix not in ("own", "balanced"):
+            raise ValueError(f"unknown relabel mix {mix!r}; choose partner, own or balanced")
+        types = range(len(self.goal_types))
+        pools = [self._pools[type_pool(i, RELABELED_POOL)] for i in types]
+        if mix == "own":  # episodes stored per goal type: one environment entry each
+            weights = np.array([len(self._pools[type_pool(i, ENV_POOL)]) if len(pools[i]) else 0 for i in types])
+        else:
+            weights = np.array([1.0 if len(pool) else 0.0 for pool in pools])
+        if weights.sum() == 0:  # the episodes' own types were never reported: nothing to re-weight
+            return self._pools[RELABELED_POOL].draw(self.rng, count)
+        counts = self.rng.multinomial(count, weights / weights.sum())
+        return concatenate([pool.draw(self.rng, int(c)) for pool, c in zip(pools, counts)])
+
+    def relabeled_type_shares(self) -> dict[str, float]:
+        """Share of the stored relabeled transitions per goal type: the types of the environment's
+        goal set and any other type stored (empty without relabels)."""
+        total = self.relabeled_transitions
+        if not total:
+            return {}
+        if self._type_shares is None:  # once: a spec may count every goal of its set to give it
+            self._type_shares = self.env.type_shares()
+        shares = {
+            name: self._pools[type_pool(i, RELABELED_POOL)].transitions / total
+            for i, name in enumerate(self.goal_types)
+        }
+        return {name: share for name, share in shares.items() if share > 0 or self._type_shares.get(name, 0) > 0}
 
     def _relabeled_count(self, expected: float) -> int:
         """`expected` rounded up or down at random so that its mean is exact: a small batch (a
@@ -321,6 +373,7 @@ class ReplayBuffer:
             next_candidates=[candidates[r] for r in next_rows_list],
             relabeled=torch.from_numpy(draw.relabeled.copy()),
             goals=goals,
+            goal_types=[self.goal_types[self._goal_type_ids[g]] for g in draw.goal_id.tolist()],
         )
 
     # ------------------------------------------------------------------ persistence

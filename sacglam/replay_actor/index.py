@@ -26,9 +26,11 @@ RELABELED_POOL = "relabeled"
 ALL_POOL = "all"
 
 
-def type_pool(goal_type_id: int) -> str:
-    """The pool of entries whose goal has type number `goal_type_id` (for `prior` sampling)."""
-    return f"type{goal_type_id}"
+def type_pool(goal_type_id: int, within: str = ALL_POOL) -> str:
+    """The pool of the entries of `within` (every entry, the environment's, or the relabeled ones)
+    whose goal has type number `goal_type_id`: `prior` sampling draws from the first, a stated
+    relabel mix from the last, and the buffer's statistics read all three."""
+    return f"type{goal_type_id}" if within == ALL_POOL else f"{within}/type{goal_type_id}"
 
 
 class EntryDraw(NamedTuple):

@@ -50,7 +50,7 @@ class ReplayService:
 
     def sample(self, batch_size: int) -> TransitionBatch:
         sac = self.sac
-        return self.buffer.sample(batch_size, sac.n_step, sac.sampling, sac.relabeled_fraction)
+        return self.buffer.sample(batch_size, sac.n_step, sac.sampling, sac.relabeled_fraction, sac.relabel_mix)
 
     def size(self) -> int:
         return len(self.buffer)
@@ -63,6 +63,7 @@ class ReplayService:
             "buffer/episodes": b.episodes,
             "buffer/relabeled_fraction": b.relabeled_transitions / max(len(b), 1),
             "buffer/added_episodes": b.added_episodes,
+            **{f"buffer/relabeled_share/{name}": share for name, share in b.relabeled_type_shares().items()},
         }
 
     def save(self, directory: str | os.PathLike | StoragePath) -> None:
