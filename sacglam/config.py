@@ -797,18 +797,25 @@ ACTOR_ROLES = ("rollout-worker", "replay", "rollout-storage", "inference", "lear
 @dataclass(frozen=True)
 class ResourcesConfig:
     """Ray resources of each actor (logical units: fractions let several actors share a core).
-    GPU fields left at None take one GPU each when the cluster has GPUs, none otherwise."""
+    GPU fields left at None take one GPU each when the cluster has one for each, share the cards
+    when it has fewer (an inference actor and a learner on one GPU: 0.5 each), and take none on a
+    cluster without GPUs."""
 
     worker_cpus: float = 1.0
     """CPUs of each rollout worker."""
     inference_cpus: float = 1.0
     """CPUs of each inference actor (also its torch thread count, rounded down, at least 1)."""
     inference_gpus: float | None = None
-    """GPUs of each inference actor (None: 1 if the cluster has GPUs, else 0)."""
+    """GPUs of each inference actor (None: 1 when the cluster has a GPU for each GPU role, a
+    share of one when it has fewer, 0 without GPUs)."""
     learner_cpus: float = 1.0
     """CPUs of each learner actor (also its torch thread count, rounded down, at least 1)."""
     learner_gpus: float | None = None
-    """GPUs of each learner actor (None: 1 if the cluster has GPUs, else 0)."""
+    """GPUs of each learner actor (None: as `inference_gpus`)."""
+    gpu_memory_fraction: float | None = None
+    """The share of its GPU's memory each inference actor and learner may use (torch's
+    per-process bound). None: an actor given a fraction f < 1 of a GPU is bounded to f (two actors
+    sharing a card leave each other room), one given whole GPUs is not bounded."""
     replay_cpus: float = 1.0
     """CPUs of the replay actor."""
     goal_sampler_cpus: float = 0.1
@@ -837,6 +844,10 @@ class ResourcesConfig:
         values += [g for g in (self.inference_gpus, self.learner_gpus) if g is not None]
         if min(values) < 0 or self.placement_timeout_s <= 0:
             raise ValueError("resources must be >= 0 and placement_timeout_s > 0")
+        if self.gpu_memory_fraction is not None and not 0 < self.gpu_memory_fraction <= 1:
+            raise ValueError(
+                f"gpu_memory_fraction must be in (0, 1] (a share of the card's memory), got {self.gpu_memory_fraction}"
+            )
         for role, asked in self.node_resources.items():
             if role not in ACTOR_ROLES:
                 raise ValueError(f"node_resources: unknown role {role!r}; the roles are {', '.join(ACTOR_ROLES)}")

@@ -1,10 +1,15 @@
-"""Inputs several test modules share: full-task states and a small replay buffer of random play."""
+"""Inputs several test modules share: full-task states, a small replay buffer of random play, a
+tiny pipeline run's config, and a stand-in for a GPU tensor."""
+
+from __future__ import annotations
 
 import importlib.util
 import random
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+import torch
 
 from sacglam.config import AgentConfig, PipelineConfig, SACConfig, TrainConfig
 from sacglam.envs import PlaygroundTextVector
@@ -89,3 +94,27 @@ def load_benchmark(name: str):
     sys.modules[spec.name] = module  # dataclasses look their module up while the script loads
     spec.loader.exec_module(module)
     return module
+
+
+class OnDevice(torch.Tensor):
+    """A CPU tensor that says it lives on `cuda:0`: a stand-in for a GPU tensor on a machine
+    without one. Operations on it give `OnDevice` tensors (torch keeps the subclass), and
+    `.cpu()` / `.to("cpu")` give a plain CPU copy, as a copy to the host does; so a value built
+    from it that was never copied to the host still says `cuda:0`."""
+
+    @staticmethod
+    def of(tensor: torch.Tensor) -> OnDevice:
+        return tensor.as_subclass(OnDevice)
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return torch.device("cuda", 0)
+
+    def cpu(self, *args, **kwargs) -> torch.Tensor:  # type: ignore[override]
+        return self.as_subclass(torch.Tensor).clone()
+
+    def to(self, *args, **kwargs):  # type: ignore[override]
+        target = kwargs.get("device", args[0] if args else None)
+        if target is not None and not isinstance(target, torch.dtype) and torch.device(target).type == "cpu":
+            return self.as_subclass(torch.Tensor).clone()
+        return super().to(*args, **kwargs)

@@ -2,9 +2,12 @@
 bundles, a cluster that lacks one named in one line, and no --address meaning a Ray of the run's
 own (never the cluster last started on the machine)."""
 
+import os
+import warnings
 from dataclasses import replace
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray")
 
@@ -121,3 +124,164 @@ def test_a_run_asking_more_cpus_than_the_machine_has_starts_its_local_ray_with_t
     assert [o.get("num_cpus") for o in options] == [4, None, None]
     printed = capsys.readouterr().out
     assert printed.count("note:") == 1 and "ask for 4 CPUs and this machine has 2: its local Ray counts 4" in printed
+
+
+# ------------------------------------------------------------------ GPUs
+
+
+def _gpu_cfg(learners: int = 1, **resources) -> TrainConfig:
+    return TrainConfig(
+        agent=TrainConfig().agent,
+        runner="ray",
+        num_envs=4,
+        pipeline=PipelineConfig(rollout_workers=1, learners=learners, resources=ResourcesConfig(**resources)),
+    )
+
+
+def _gpus(cfg: TrainConfig, cluster_gpus: float) -> dict[str, float]:
+    return {b.role: b.gpus for b in plan(cfg, {"CPU": 8, "GPU": cluster_gpus})}
+
+
+@pytest.mark.parametrize(
+    "cluster_gpus, learners, share",
+    [(1, 1, 0.5), (1, 2, 0.3333), (2, 1, 1.0), (2, 2, 0.5), (3, 2, 1.0), (3, 4, 0.5), (0, 2, 0.0), (0.5, 1, 0.25)],
+)
+def test_gpu_roles_share_the_cards_when_the_cluster_has_fewer_than_they_are(cluster_gpus, learners, share):
+    cfg = _gpu_cfg(learners)
+    gpus = _gpus(cfg, cluster_gpus)
+    assert gpus["inference-0"] == share and all(gpus[f"learner-{i}"] == share for i in range(learners))
+    assert gpus["replay"] == gpus["rollout-worker-0"] == 0.0
+    check_fits(plan(cfg, {"CPU": 8, "GPU": cluster_gpus}), {"CPU": 8, "GPU": cluster_gpus})  # no refusal
+    # Ray places a fractional share whole on one card: the shares must pack into the whole cards
+    if 0 < share < 1:
+        per_card = int(1 / share + 1e-6)
+        assert -(-(learners + 1) // per_card) <= max(1, int(cluster_gpus))
+
+
+def test_explicit_gpu_settings_win_and_the_rest_is_shared():
+    assert _gpus(_gpu_cfg(inference_gpus=0.25), 1) == _gpus(_gpu_cfg(inference_gpus=0.25), 1) | {
+        "inference-0": 0.25,
+        "learner-0": 0.75,
+    }
+    assert _gpus(_gpu_cfg(inference_gpus=0.0, learner_gpus=1.0), 1)["inference-0"] == 0.0
+    with pytest.raises(ClusterTooSmallError, match="--pipeline.resources.learner-gpus"):
+        check_fits(plan(_gpu_cfg(learner_gpus=2.0), {"CPU": 8, "GPU": 1}), {"CPU": 8, "GPU": 1})
+
+
+def test_a_shared_card_bounds_each_processs_memory_unless_set():
+    assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 0.5) == 0.5
+    assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 1.0) is None
+    assert ray_cluster.gpu_memory_fraction(_gpu_cfg(gpu_memory_fraction=0.4), 0.5) == 0.4
+    assert ray_cluster.gpu_memory_fraction(_gpu_cfg(gpu_memory_fraction=0.4), 0.0) is None
+    with pytest.raises(ValueError, match=r"gpu_memory_fraction must be in \(0, 1\]"):
+        ResourcesConfig(gpu_memory_fraction=1.5)
+
+
+def test_sharing_is_said_in_one_line_and_whole_cards_are_not_mentioned():
+    note = ray_cluster.sharing_note(_gpu_cfg(), 1)
+    assert note is not None and "\n" not in note
+    assert "1 GPU for 2 GPU roles (1 inference actor and 1 learner): they share, 0.5 GPU each" in note
+    assert "at most 50% of its card's memory" in note
+    assert ray_cluster.sharing_note(_gpu_cfg(), 2) is None and ray_cluster.sharing_note(_gpu_cfg(), 0) is None
+
+
+def test_an_actor_given_a_gpu_torch_cannot_see_says_it_runs_on_the_cpu(monkeypatch):
+    from sacglam.errors import SacglamWarning
+    from sacglam.runtime import accelerator
+
+    monkeypatch.setattr(accelerator, "ray_gpu_ids", lambda: ["0"])
+    with pytest.warns(SacglamWarning, match="learner 0 was given GPU 0 by Ray .* it runs on the CPU"):
+        assert accelerator.settle_on_device("learner 0", torch.device("cpu"), 0.5) is None
+    monkeypatch.setattr(accelerator, "ray_gpu_ids", lambda: [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        accelerator.settle_on_device("learner 0", torch.device("cpu"), 0.5)  # nothing given: nothing said
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1 GPU", "2 GPUs"])
+def declared_gpus(request):
+    """A local Ray that declares GPUs this machine does not have (Ray takes `num_gpus` as said):
+    what a GPU cluster's placement looks like, on a CPU."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=4, num_gpus=request.param, include_dashboard=False, logging_level="WARNING")
+    yield request.param
+    ray.shutdown()  # the next test that needs the shared cluster starts it again (tests/conftest.py)
+
+
+def _tiny_ray_cfg(tmp_path, learners: int, **changes) -> TrainConfig:
+    from sacglam.config import AgentConfig, SACConfig
+
+    base = TrainConfig(
+        algo="sac-her",
+        agent=AgentConfig(model="tiny-causal", lora_r=0, critic_width=16),
+        sac=SACConfig.with_her(batch_size=16, random_steps=64),
+        num_envs=4,
+        total_env_steps=256,
+        eval_every=10_000,
+        eval_episodes=2,
+        log_every=128,
+        warm_start_steps=2,
+        output_dir=tmp_path / "run",
+        progress=False,
+        runner="ray",
+        pipeline=PipelineConfig(
+            rollout_workers=1,
+            learners=learners,
+            resources=ResourcesConfig(worker_cpus=0.25, inference_cpus=0.25, learner_cpus=0.5, replay_cpus=0.25),
+        ),
+    )
+    return replace(base, **changes)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.parametrize("learners", [1, 2])
+def test_each_actor_sees_the_cards_of_its_share(tmp_path, declared_gpus, learners):
+    """Every GPU role gets a card (CUDA_VISIBLE_DEVICES, Ray's accelerator ids), no card holds more
+    than one GPU of shares, and the CPU roles see none."""
+    from sacglam.pipeline.ray_cluster import build_ray
+    from sacglam.runtime.storage import StoragePath
+
+    cfg = _tiny_ray_cfg(tmp_path, learners)
+    parts = build_ray(cfg, StoragePath(str(tmp_path / "checkpoints")))
+    try:
+
+        def seen(handle):
+            return ray.get(
+                handle.actor.__ray_call__.remote(
+                    lambda _: (
+                        os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                        ray.get_runtime_context().get_accelerator_ids().get("GPU", []),
+                    )
+                )
+            )
+
+        shares = {b.role: b.gpus for b in plan(cfg, ray.cluster_resources())}
+        load: dict[str, float] = {}
+        for role, handle in [("inference-0", parts.inference[0])] + [
+            (f"learner-{i}", h) for i, h in enumerate(parts.learners)
+        ]:
+            visible, ids = seen(handle)
+            assert len(ids) == 1 and visible == ids[0], role
+            load[ids[0]] = load.get(ids[0], 0.0) + shares[role]
+        assert all(total <= 1.0 + 1e-9 for total in load.values())
+        if declared_gpus >= learners + 1:
+            assert len(load) == learners + 1  # a card each
+        for handle in [parts.storage, *parts.workers]:
+            assert seen(handle)[1] == []
+    finally:
+        parts.close()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_run_on_one_declared_gpu_with_default_settings_starts_and_finishes(tmp_path, declared_gpus, capsys):
+    if declared_gpus != 1:
+        pytest.skip("the one-GPU case")  # the 2-GPU cluster's placement is checked above
+    from sacglam.pipeline.run import run_pipeline
+
+    cfg = _tiny_ray_cfg(tmp_path, 1, address=ray.get_runtime_context().gcs_address)
+    final = run_pipeline(cfg, announce=lambda _: None)
+    assert 0.0 <= final["eval/simple-train/sampled/all"] <= 1.0
+    assert "they share, 0.5 GPU each" in capsys.readouterr().out

@@ -15,8 +15,15 @@ from sacglam.inference.server import InferenceServer
 
 
 class InferenceActor:
-    def __init__(self, agent_config: AgentConfig, max_batch: int, max_wait_ms: float, threads: int = 1):
-        self.server = InferenceServer(agent_config, threads=threads)
+    def __init__(
+        self,
+        agent_config: AgentConfig,
+        max_batch: int,
+        max_wait_ms: float,
+        threads: int = 1,
+        gpu_memory_fraction: float | None = None,
+    ):
+        self.server = InferenceServer(agent_config, threads=threads, gpu_memory_fraction=gpu_memory_fraction)
         self.batcher = MicroBatcher(self.server.distributions_batch, max_batch, max_wait_ms / 1000.0)
 
     async def distributions(

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from sacglam.config import AgentConfig
+from sacglam.runtime.accelerator import settle_on_device
 
 Request = tuple[Sequence[str], Sequence[Sequence[str]]]  # (observations, candidates) of one caller
 
@@ -20,12 +21,13 @@ class InferenceServer:
     """pi(.|s) over each state's candidates. `set_weights` stages a learner's trainable state;
     it is applied before the next forward, never during one."""
 
-    def __init__(self, agent_config: AgentConfig, threads: int | None = None):
+    def __init__(self, agent_config: AgentConfig, threads: int | None = None, gpu_memory_fraction: float | None = None):
         from sacglam.models.agent import GLAMAgent
 
         if threads:
             torch.set_num_threads(threads)
         self.agent = GLAMAgent(agent_config).eval()
+        settle_on_device("the inference actor", self.agent.device, gpu_memory_fraction)
         self.version = -1  # the weights in use (-1: as built, before any broadcast)
         self._staged: tuple[int, dict[str, torch.Tensor]] | None = None
         self._lock = threading.Lock()  # the Ray actor stages from its event loop while a forward runs in a thread

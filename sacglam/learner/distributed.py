@@ -26,8 +26,12 @@ def node_address() -> str:
         return "127.0.0.1"
 
 
-def init_process_group(address: str, port: int, rank: int, world_size: int, device: torch.device) -> None:
-    backend = "nccl" if device.type == "cuda" else "gloo"
+def init_process_group(
+    address: str, port: int, rank: int, world_size: int, device: torch.device, shared_cards: bool = False
+) -> None:
+    """NCCL for learners on GPUs of their own; gloo on the CPU, and for learners sharing a card
+    (NCCL refuses two ranks on one device; gloo reduces CUDA tensors through host memory)."""
+    backend = "nccl" if device.type == "cuda" and not shared_cards else "gloo"
     dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world_size)
 
 

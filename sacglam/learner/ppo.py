@@ -36,6 +36,7 @@ from sacglam.learner.sac import NonFiniteLossError
 from sacglam.models.agent import GLAMAgent
 from sacglam.models.encoding import EncodedBatch
 from sacglam.models.trunk import FrozenTrunk
+from sacglam.runtime.devices import to_host
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ class PPOLearner:
         return copy.deepcopy(
             {
                 "agent": self.agent.trainable_state_dict(),
-                "optimizer": self.optimizer.state_dict(),
+                "optimizer": to_host(self.optimizer.state_dict()),  # Adam's moments live on the device
                 "generator": self.generator.get_state(),
                 "updates": self.updates,
             }

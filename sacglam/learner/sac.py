@@ -34,6 +34,7 @@ from sacglam.learner.diagnostics import gradient_split, mean_by_type, share_by_t
 from sacglam.learner.optim import adam, drop_gradients, load_adam_state
 from sacglam.learner.sac_losses import entropy, entropy_targets, sac_losses
 from sacglam.models.agent import GLAMAgent
+from sacglam.runtime.devices import to_host
 from sacglam.types import TransitionBatch
 
 
@@ -290,9 +291,9 @@ class SACLearner:
             {
                 "agent": self.agent.trainable_state_dict(),
                 "target": {k: v.detach().cpu() for k, v in self.target.items()},
-                "optimizer": self.optimizer.state_dict(),
+                "optimizer": to_host(self.optimizer.state_dict()),  # Adam's moments live on the device
                 "log_alpha": self.log_alpha.detach().cpu(),
-                "alpha_optimizer": self.alpha_optimizer.state_dict(),
+                "alpha_optimizer": to_host(self.alpha_optimizer.state_dict()),
                 "updates": self.updates,
             }
         )

@@ -13,6 +13,8 @@ from sacglam.evaluation import EvaluationPart
 from sacglam.learner import distributed
 from sacglam.learner.algorithms import make_training
 from sacglam.models.policy import run_agent_part
+from sacglam.runtime.accelerator import ray_gpu_ids, settle_on_device
+from sacglam.runtime.devices import check_on_host
 from sacglam.runtime.handles import Handle
 from sacglam.types import EpisodeResult
 
@@ -26,6 +28,7 @@ class LearnerService:
         world_size: int = 1,
         threads: int | None = None,
         warm_start: bool = True,
+        gpu_memory_fraction: float | None = None,
     ):
         from sacglam.errors import one_line_warnings
         from sacglam.models.agent import GLAMAgent
@@ -38,6 +41,7 @@ class LearnerService:
         torch.manual_seed(cfg.seed)  # every rank builds the same initial weights
         # Dropout off for the whole run: acting, targets and updates use the same function.
         agent = GLAMAgent(cfg.agent).eval()
+        settle_on_device(f"learner {rank}", agent.device, gpu_memory_fraction)
         steps = cfg.warm_start_steps or 0  # TrainConfig resolves its default to a number
         self.warm_start_metrics = (
             language_warm_start(
@@ -60,10 +64,15 @@ class LearnerService:
         """(address, port) for the process group (asked of rank 0)."""
         return distributed.node_address(), distributed.free_port()
 
-    def join(self, address: str, port: int) -> bool:
-        """Join the process group, take rank 0's weights, and average gradients from now on."""
+    def gpu_ids(self) -> list[str]:
+        """The GPUs Ray assigned to this learner (empty without GPUs)."""
+        return ray_gpu_ids()
+
+    def join(self, address: str, port: int, shared_cards: bool = False) -> bool:
+        """Join the process group, take rank 0's weights, and average gradients from now on.
+        `shared_cards`: some learners share a GPU (NCCL refuses that: gloo averages instead)."""
         agent = self.agent
-        distributed.init_process_group(address, port, self.rank, self.world_size, agent.device)
+        distributed.init_process_group(address, port, self.rank, self.world_size, agent.device, shared_cards)
         distributed.broadcast_parameters([p for p in agent.parameters() if p.requires_grad])
         self.training.after_broadcast()
         self.training.learner.gradient_sync = distributed.average_gradients
@@ -77,7 +86,7 @@ class LearnerService:
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The trainable state (LoRA + heads; every LLM weight when lora_r = 0), CPU tensors."""
-        return self.agent.trainable_state_dict()
+        return check_on_host(self.agent.trainable_state_dict(), "the learner's weights")
 
     def weights_nbytes(self) -> int:
         """Bytes of what `weights` ships (the critic's input statistics included)."""
@@ -95,8 +104,8 @@ class LearnerService:
 
     def state_dict(self) -> dict:
         """What a resumed run needs from this learner (`algorithms`: weights, optimizers, and what
-        the algorithm holds besides)."""
-        return self.training.state_dict()
+        the algorithm holds besides), CPU tensors."""
+        return check_on_host(self.training.state_dict(), "the learner's checkpoint state")
 
     def load_state_dict(self, state: dict) -> bool:
         self.training.load_state_dict(state)

@@ -5,7 +5,10 @@
   on by default for local clusters since Ray 2.59; the token is in `~/.ray/auth_token`, shown by
   `ray get-auth-token`, and the dashboard asks for it).
 - `plan`: one placement-group bundle per actor; GPUs for inference and learners when the cluster
-  has them. A request the cluster cannot hold fails before anything starts, naming what is short.
+  has them: a whole one each when there are enough, else shares of the cards (`gpu_shares`: an
+  inference actor and a learner on one GPU take 0.5 each, and each bounds its memory to its
+  share), said in the run's first lines. A request the cluster cannot hold fails before anything
+  starts, naming what is short.
 - `build_ray`: the actors. Rollout workers, inference actors and the replay actor are restarted
   by Ray when they die (calls to them are retried; the replay actor restores its newest
   checkpoint); a learner that dies stops the run, which `--resume` continues from its checkpoint.
@@ -172,12 +175,74 @@ def auth_note() -> str:
     return f"the dashboard asks for the Ray token: `ray get-auth-token` prints it (stored in {TOKEN_FILE})"
 
 
+@dataclass(frozen=True)
+class GPUShares:
+    """The GPUs each inference actor and each learner asks for, and whether the roles left at
+    their default (`*_gpus: None`) share cards because the cluster has fewer than they are."""
+
+    inference: float
+    learner: float
+    defaults: int  # GPU roles left at their default
+    free: float  # GPUs the cluster has beyond the ones set explicitly
+    split: bool  # the default roles got a fraction of a card each, not a whole one
+
+
+def gpu_shares(cfg: TrainConfig, cluster_gpus: float) -> GPUShares:
+    """Whole GPUs for the roles left at their default when the cluster has one for each (after
+    the explicit settings); else they share: on `w` whole free GPUs, `ceil(n / w)` roles per card,
+    each asking 1 / that (0.5 for an inference actor and a learner on one GPU), which Ray places
+    whole on a card; with less than one GPU free, an equal part of it each. No GPU: none."""
+    res, p = cfg.pipeline.resources, cfg.pipeline
+    explicit = (res.inference_gpus or 0.0) * p.inference_actors + (res.learner_gpus or 0.0) * p.learners
+    defaults = (p.inference_actors if res.inference_gpus is None else 0) + (
+        p.learners if res.learner_gpus is None else 0
+    )
+    free = max(cluster_gpus - explicit, 0.0)
+    if defaults == 0 or free <= 1e-9:
+        share, split = 0.0, False
+    elif free + 1e-9 >= defaults:
+        share, split = 1.0, False
+    elif free >= 1.0:
+        share, split = math.floor(1e4 / math.ceil(defaults / math.floor(free + 1e-9))) / 1e4, True
+    else:
+        share, split = math.floor(1e4 * free / defaults) / 1e4, True
+    inference = share if res.inference_gpus is None else res.inference_gpus
+    learner = share if res.learner_gpus is None else res.learner_gpus
+    return GPUShares(inference, learner, defaults, free, split)
+
+
+def gpu_memory_fraction(cfg: TrainConfig, gpus: float) -> float | None:
+    """The share of its GPU's memory an actor asking for `gpus` may use: `gpu_memory_fraction`
+    when set, else its share of the card when that is a fraction (None: no bound)."""
+    setting = cfg.pipeline.resources.gpu_memory_fraction
+    if gpus <= 0:
+        return None
+    if setting is not None:
+        return setting
+    return gpus if gpus < 1.0 else None
+
+
+def sharing_note(cfg: TrainConfig, cluster_gpus: float) -> str | None:
+    """The line a run prints when its GPU roles share cards (None when they do not)."""
+    shares = gpu_shares(cfg, cluster_gpus)
+    if not shares.split:
+        return None
+    p, res = cfg.pipeline, cfg.pipeline.resources
+    roles = [f"{p.inference_actors} inference actor{'s' * (p.inference_actors > 1)}"] * (res.inference_gpus is None)
+    roles += [f"{p.learners} learner{'s' * (p.learners > 1)}"] * (res.learner_gpus is None)
+    share = shares.inference if res.inference_gpus is None else shares.learner
+    memory = gpu_memory_fraction(cfg, share)
+    bound = f"each process may use at most {memory:.0%} of its card's memory" if memory else "no memory bound"
+    return (
+        f"note: the cluster has {cluster_gpus:g} GPU{'s' * (cluster_gpus != 1)} for {shares.defaults} GPU roles "
+        f"({' and '.join(roles)}): they share, {share:g} GPU each, {bound} (pipeline.resources.inference-gpus, "
+        "learner-gpus and gpu-memory-fraction set them)"
+    )
+
+
 def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     res, p = cfg.pipeline.resources, cfg.pipeline
-    has_gpu = cluster.get("GPU", 0) > 0
-
-    def gpus(value: float | None) -> float:
-        return (1.0 if has_gpu else 0.0) if value is None else value
+    shares = gpu_shares(cfg, cluster.get("GPU", 0.0))
 
     def custom(role: str) -> tuple[tuple[str, float], ...]:
         return tuple(sorted(res.node_resources.get(role, {}).items()))
@@ -185,12 +250,10 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     storage = "replay" if cfg.algo != "ppo" else "rollout-storage"
     bundles = [Bundle(storage, res.replay_cpus, 0.0, custom(storage))]
     bundles += [
-        Bundle(f"inference-{i}", res.inference_cpus, gpus(res.inference_gpus), custom("inference"))
+        Bundle(f"inference-{i}", res.inference_cpus, shares.inference, custom("inference"))
         for i in range(p.inference_actors)
     ]
-    bundles += [
-        Bundle(f"learner-{i}", res.learner_cpus, gpus(res.learner_gpus), custom("learner")) for i in range(p.learners)
-    ]
+    bundles += [Bundle(f"learner-{i}", res.learner_cpus, shares.learner, custom("learner")) for i in range(p.learners)]
     bundles += [
         Bundle(f"rollout-worker-{i}", res.worker_cpus, 0.0, custom("rollout-worker")) for i in range(p.rollout_workers)
     ]
@@ -260,9 +323,12 @@ def check_request(cfg: TrainConfig) -> None:
     from ray.util.placement_group import get_current_placement_group
 
     connect(cfg.address, cpus_asked=cpus_asked(plan(cfg, {})))
+    cluster = ray.cluster_resources()
     if get_current_placement_group() is None:
-        cluster = ray.cluster_resources()
         check_fits(plan(cfg, cluster), cluster)
+    note = sharing_note(cfg, cluster.get("GPU", 0.0))
+    if note is not None:
+        print(note)
 
 
 def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False) -> Components:
@@ -330,6 +396,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
     res, p = cfg.pipeline.resources, cfg.pipeline
     storage_class, args = storage_component(cfg)
     storage = spawn(storage_class, True, *args, *([checkpoints] if args else []))
+    shares = gpu_shares(cfg, ray.cluster_resources().get("GPU", 0.0))
     inference = [
         spawn(
             InferenceActor,
@@ -338,6 +405,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
             p.inference_max_batch,
             p.inference_max_wait_ms,
             threads(res.inference_cpus, res.inference_threads),
+            gpu_memory_fraction(cfg, shares.inference),
         )
         for _ in range(p.inference_actors)
     ]
@@ -351,6 +419,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
             p.learners,
             threads(res.learner_cpus, res.learner_threads),
             not resuming,
+            gpu_memory_fraction(cfg, shares.learner),
         )
         for rank in range(p.learners)
     ]
@@ -378,7 +447,11 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
     )  # constructors done
     if len(learners) > 1:
         address, port = ray.get(learners[0].call(LearnerService.rendezvous))
-        resolve_all([learner.call(LearnerService.join, address, port) for learner in learners])
+        # NCCL refuses two ranks on one card; learners that share one average their gradients
+        # over gloo (which takes CUDA tensors through host memory) instead.
+        cards = resolve_all([learner.call(LearnerService.gpu_ids) for learner in learners])
+        shared = len({card for ids in cards for card in ids}) < sum(len(ids) for ids in cards)
+        resolve_all([learner.call(LearnerService.join, address, port, shared) for learner in learners])
 
     def close() -> None:
         for handle in [*workers, *learners, *inference, storage, *others]:
