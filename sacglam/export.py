@@ -91,9 +91,11 @@ def _base_location(path: str) -> str:
 
 def evaluation_of_weights(run_dir: str, env_steps: int) -> dict[str, float]:
     """The run's evaluation of the weights it had at `env_steps` (a checkpoint's step): its
-    `eval/*` figures and `env_steps`, or, when it evaluated none there (a run killed after an
+    `eval/*` figures (and the critic-argmax measure, `eval_pi_q_argmax/*`) and `env_steps`, or,
+    when it evaluated none there (a run killed after an
     evaluation but before the checkpoint that would have held those weights), the newest one
     before that step; {} when there is none. An export folder: the evaluation it was written with."""
+    from sacglam.evaluation import MEASURE_PREFIX
     from sacglam.models.exported import export_settings, is_export
     from sacglam.runtime.storage import StoragePath
 
@@ -106,7 +108,9 @@ def evaluation_of_weights(run_dir: str, env_steps: int) -> dict[str, float]:
     if path.is_file():
         for row in metrics_records(path.read_bytes().decode(errors="replace"), str(path)):
             if any(k.startswith("eval/") for k in row) and row.get("env_steps", 0) <= env_steps:
-                found = {k: v for k, v in row.items() if k.startswith("eval/") or k == "env_steps"}
+                found = {
+                    k: v for k, v in row.items() if k.startswith(("eval/", MEASURE_PREFIX + "/")) or k == "env_steps"
+                }
     return found
 
 

@@ -356,7 +356,7 @@ def test_stop_when_ends_a_run_at_the_evaluation_it_accepts_checkpointed_and_resu
     evaluated = [r["env_steps"] for r in rows if "eval/simple-train/sampled/all" in r]
     assert seen == evaluated == [0, evaluated[1]] and 256 <= evaluated[1] < 1024
     last_evaluation = [r for r in rows if "eval/simple-train/sampled/all" in r][-1]
-    assert final == {k: v for k, v in last_evaluation.items() if k.startswith("eval/")}
+    assert final == {k: v for k, v in last_evaluation.items() if k.startswith(("eval/", "eval_pi_q_argmax/"))}
     assert [r["run/stopped_early_at"] for r in rows if "run/stopped_early_at" in r] == [evaluated[1]]
     assert any(line.startswith(f"stopped at {evaluated[1]} of 1024 env steps") for line in said)
     stopped = max(r["env_steps"] for r in rows)
@@ -575,7 +575,7 @@ def test_a_time_limit_ends_a_run_with_its_final_evaluation_and_a_checkpoint_resu
         assert stopped % cfg.ppo.rollout_steps == 0 and any(r.get("train/episodes", 0) > 0 for r in rows)
     evaluated = [r for r in rows if "eval/simple-train/sampled/all" in r]
     assert [r["env_steps"] for r in evaluated] == [0, stopped]  # the zero-shot point, then where it stopped
-    assert final == {k: v for k, v in evaluated[-1].items() if k.startswith("eval/")}
+    assert final == {k: v for k, v in evaluated[-1].items() if k.startswith(("eval/", "eval_pi_q_argmax/"))}
     assert any(line.startswith("time limit (1800 s) reached at") for line in said)
     checkpoint = CheckpointStore(cfg.output_dir / "checkpoints").latest()
     assert checkpoint is not None and json.loads((checkpoint / "driver.json").read_text())["env_steps"] == stopped
