@@ -26,7 +26,14 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 # Files whose tests start Ray (or the S3 server the multi-node tests share): one group, run one
 # after another on one worker, never two Ray clusters at once on two cores.
-RAY_FILES = {"test_ray_pipeline.py", "test_multinode.py", "test_tune.py", "test_storage.py", "test_ray_placement.py"}
+RAY_FILES = {
+    "test_ray_pipeline.py",
+    "test_multinode.py",
+    "test_tune.py",
+    "test_storage.py",
+    "test_ray_placement.py",
+    "test_ray_gpu_script.py",
+}
 # Seconds each group took in the suite on a 2-core AVX-512 machine (pytest --durations of e767e1b
 # in a warm checkout, 2026-11-28, the learning test's on its seed 2: an ordering hint, not a
 # measurement to quote), longest first, so the scheduler hands out the long ones first and the
