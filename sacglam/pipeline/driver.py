@@ -38,7 +38,6 @@ from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resol
 from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import ChunkReport, EpisodeResult
 
-
 # The first inference actor's cumulative counters: they live in the actor, which a resume builds
 # afresh and Ray may restart, so the driver carries them across both (`InferenceTally`).
 INFERENCE_COUNTERS = ("inference/forwards", "inference/states_scored", "inference/batches")
