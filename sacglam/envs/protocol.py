@@ -35,6 +35,10 @@ class InvalidActionError(ValueError):
     """An action text that is not among the environment's current candidates."""
 
 
+class ExpertUnavailableError(ValueError):
+    """The environment has no expert policy."""
+
+
 class EnvironmentProtocolError(UserInputError, ValueError):
     """An environment does not follow the protocol; the message names what is wrong."""
 

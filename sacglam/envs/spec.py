@@ -31,14 +31,11 @@ import gymnasium
 from gymnasium.vector import VectorEnv
 
 from sacglam.envs.guard import ProtocolGuard, raised_in_user_code
+from sacglam.envs.protocol import ExpertUnavailableError
 from sacglam.envs.text_vector import TextVectorEnv
 from sacglam.errors import UserInputError
 
 ALL_TYPES = "all"  # the one goal type of an environment that has none
-
-
-class ExpertUnavailableError(ValueError):
-    """The environment has no expert policy."""
 
 
 class EnvironmentSpec(ABC):

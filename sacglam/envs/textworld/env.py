@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from sacglam.envs.protocol import InvalidActionError, with_goal
+from sacglam.envs.protocol import ExpertUnavailableError, InvalidActionError, with_goal
 from sacglam.envs.textworld.goals import Fact, achieved_goals, goal_text, parse_goal, quest_shape
 
 _GAME_OVER = re.compile(r"^\s*\*\*\* .* \*\*\*\s*$", re.MULTILINE)  # Inform7's end-of-game banner
@@ -251,7 +251,6 @@ class TextWorldEnv(gymnasium.Env):
     def expert_action(self) -> str:
         """The next command of TextWorld's walkthrough from the current state (the quest's
         expert; a goal given at reset that is not the game's quest has none, nor has a PDDL game)."""
-        from sacglam.envs.spec import ExpertUnavailableError
 
         if self._index < 0:
             raise RuntimeError("call reset() before expert_action()")
