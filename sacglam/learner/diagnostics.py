@@ -1,6 +1,6 @@
 """What a learner step tells about its own health, as pure functions of its tensors.
 
-They answer the questions a run that fails to generalise raises (docs/metrics.md, "Learner
+They answer the questions a run that fails to generalise raises (docs/reference/metrics.md, "Learner
 diagnostics"): does the policy keep its entropy on every goal type, which goal types fill the
 relabeled share of a batch, and which loss moves the weights that the actor and the critic share.
 Nothing here steps an optimizer or logs: the learner passes tensors in and metrics out.

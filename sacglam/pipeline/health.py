@@ -123,7 +123,7 @@ class RunHealth:
             f"warning: {self.cfg.algo} relabels episodes with the goals the environment reports achieved "
             f"(info['achieved_goals']), and none was reported in {c.env_steps} env steps ({c.episodes} episodes): "
             "hindsight relabeling has relabeled nothing; an environment that never reports them trains as without "
-            "relabeling (docs/environments.md)"
+            "relabeling (docs/reference/environment-protocol.md)"
         )
         self.log(c.env_steps, {"explore/no_report_env_steps": c.env_steps})
 
@@ -149,6 +149,6 @@ class RunHealth:
             f"warning: by env step {c.env_steps} the environment reported {leaked!r} in info['achieved_goals'] during "
             f"training, a goal of its held-out goal set ({self.cfg.env.held_out.goals}) and not of its train goals: "
             "held-out goals must never be reported, or the run trains on them (relabeled, or chosen by the goal "
-            "sampler) and held-out success no longer measures goals never trained on (docs/environments.md)"
+            "sampler) and held-out success no longer measures goals never trained on (docs/reference/environment-protocol.md)"
         )
         self.log(c.env_steps, {"explore/held_out_reported_env_steps": c.env_steps})

@@ -137,7 +137,7 @@ def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
                 print(
                     f"note: the run's actors ask for {cpus_asked:g} CPUs and this machine has {detected}: "
                     f"its local Ray counts {counted}, so the actors share the cores (fractions in "
-                    "pipeline.resources.*_cpus say how to share them: docs/pipeline.md#resources)"
+                    "pipeline.resources.*_cpus say how to share them: docs/explanation/pipeline.md#resources)"
                 )
         _refuse_unreachable(address)
         try:

@@ -1,6 +1,6 @@
 """`TextWorldEnv`: TextWorld games through sacglam's environment protocol.
 
-Spec: `docs/textworld.md`. Each episode plays one game of the set (drawn with the episode's seed,
+Spec: `docs/reference/textworld.md`. Each episode plays one game of the set (drawn with the episode's seed,
 or one where the goal given at reset can be met). The protocol's fields come from TextWorld's own
 state:
 - observation: `Goal: <goal>` then the room's description, the inventory and the game's reply
