@@ -1006,7 +1006,7 @@ class TrainConfig:
         SAC-GLAM+HER settings and a Q-critic; an environment other than Playground-Text is filled
         in over `EnvConfig()` (the goal set every environment has, `train`, and `EnvConfig`'s own
         `n_objects` and `max_steps`), not over the simplified task. The command line's `--algo` and
-        `--env.name` get the same (`cli.parse`)."""
+        `--env.name` get the same (`cli.resolve`)."""
         out: dict[str, Any] = {}
         algo = data.get("algo", cls.algo)
         if algo == "sac":

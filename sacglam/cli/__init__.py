@@ -13,25 +13,21 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import difflib
-import inspect
-import io
 import json
 import os
-import re
 import sys
 import time
-import types
-import typing
 import warnings
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import tyro
 
+from sacglam.cli import resolve
+from sacglam.cli.resolve import resumed_config  # noqa: F401  (part of sacglam.cli: tests resume runs with it)
+from sacglam.cli.usage import UsageError
+from sacglam.cli.usage import one_line_errors as _one_line_errors  # noqa: F401  (tests read a box with it)
 from sacglam.config import (
     DEFAULT_EVAL_OUTPUT,
     AgentConfig,
@@ -39,12 +35,8 @@ from sacglam.config import (
     EvalConfig,
     TrainConfig,
     env_settings_read,
-    env_settings_read_by,
     json_values,
-    not_read_because,
-    unread_env_setting,
 )
-from sacglam.config_io import ConfigError, from_dict, load_yaml_config
 from sacglam.demo import DemoArgs, run_demo
 from sacglam.errors import UserInputError, one_line_warnings, user_error_in_remote_text, with_notes
 from sacglam.evaluation import episode_specs, format_success_table, run_episodes, success_by_goal_type
@@ -55,10 +47,6 @@ from sacglam.types import Policy
 
 class OutputPathError(UserInputError):
     """An output file the command cannot write."""
-
-
-class UsageError(UserInputError):
-    """Command-line arguments that do not fit together."""
 
 
 def make_policy(name: str, cfg: EvalConfig, env: EnvConfig) -> Policy | EnvironmentExpert:
@@ -109,7 +97,7 @@ def evaluate_run(cfg: EvalConfig) -> dict[str, Any]:
     _check_output(output)
     changes: dict[str, Any] = {"eval_modes": ("sampled", "greedy")}
     if cfg.env_given:
-        changes["env"] = cfg.env  # the run's environment with the --env.* flags applied (`parse`)
+        changes["env"] = cfg.env  # the run's environment with the --env.* flags applied (`resolve`)
     if cfg.run_episodes is not None:
         changes["eval_episodes"] = cfg.run_episodes
     elif run_cfg.eval_episodes == 0:  # a run that never evaluated: --episodes' default
@@ -216,7 +204,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, Any]:
         spec.prepare()
         if "expert" in cfg.policies and not spec.has_expert:
             raise UsageError(
-                f"{label} has no expert (an `expert_action()` method, docs/environments.md): drop expert from --policies"
+                f"{label} has no expert (an `expert_action()` method, docs/reference/environment-protocol.md): drop expert from --policies"
             )
     if any(name.startswith("llm-") for name in cfg.policies):
         from sacglam.models.loading import check_model
@@ -385,7 +373,7 @@ class PlotArgs:
 @dataclass(frozen=True)
 class ExportArgs:
     """Export a trained run's agent: a PEFT adapter (LoRA runs) or the whole model, the critic
-    head, sacglam.json and a model card (docs/export.md)."""
+    head, sacglam.json and a model card (docs/guides/export-and-evaluation.md)."""
 
     run: tyro.conf.Positional[str]
     """The run directory (a path or URI) written by `sacglam train`."""
@@ -434,7 +422,7 @@ def export(args: ExportArgs) -> str:
 class WatchArgs:
     """Transcripts of a trained run's agent: episodes step by step (goal, observation, every
     candidate with its probability and Q, the action, the reward, the partner's reports) as text
-    and as an HTML page a browser opens (docs/export.md)."""
+    and as an HTML page a browser opens (docs/guides/export-and-evaluation.md)."""
 
     run: tyro.conf.Positional[str]
     """The run directory (a path or URI) written by `sacglam train`, or an export folder (`sacglam export`)."""
@@ -531,467 +519,9 @@ COMMANDS = {
 }
 
 
-_DESCRIPTIONS = {  # what `--help` says above the options: the class's docstring and the flags tyro does not list
-    TrainConfig: (
-        f"{inspect.cleandoc(TrainConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config (tune_configs/runs/, docs/configs.md) gives the "
-        "defaults; the flags below override it. --resume DIR alone continues a run with its own config."
-    ),
-    EvalConfig: (
-        f"{inspect.cleandoc(EvalConfig.__doc__ or '')}\n\n--config FILE.yaml: a run config whose environment (and agent) to evaluate; "
-        "with --run DIR, its env block only, which changes the run's environment unless it names another (the agent "
-        "is the run's); the flags below override it."
-    ),
-}
-
-
-def parse(args: list[str]) -> EvalConfig | TrainConfig:
-    """`<command> [--config FILE.yaml] [--field value ...]`: the YAML file gives the defaults,
-    flags override them."""
-    if not args or args[0] not in COMMANDS:
-        return _one_line_errors(
-            "sacglam",
-            tyro.extras.subcommand_cli_from_dict,
-            {name: cls for name, (cls, _) in COMMANDS.items()},
-            prog="sacglam",
-            args=args,
-        )
-    cls, _ = COMMANDS[args[0]]
-    rest = list(args[1:])
-    _refuse_mapping_flags(cls, rest)
-    if cls in (TrainConfig, EvalConfig) and (named := _env_name_named(rest)) is not None:
-        _refuse_unread_env_flags(named, rest)  # now, before a config collects the environment's words
-    default: EvalConfig | TrainConfig | None = None
-    if cls is TrainConfig:
-        _refuse_output_dir_on_resume(rest)
-    if cls is TrainConfig and "--resume" in rest and "--config" not in rest:
-        default = resumed_config(rest)
-    from_file: dict[str, Any] = {}
-    if cls is EvalConfig and "--config" in rest and any(a == "--run" or a.startswith("--run=") for a in rest):
-        default = _file_environment_on_run(rest)  # takes --config FILE out of `rest`
-    if "--config" in rest:
-        at = _config_flag_at(rest)
-        default = evaluation_of_run(rest[at + 1]) if cls is EvalConfig else None
-        try:
-            from_file = _yaml_mapping(rest[at + 1])
-        except Exception:  # a missing or broken file: load_yaml_config below says what is wrong
-            from_file = {}
-        env_block = from_file.get("env")  # the file's own environment (one a flag names instead gets none of it)
-        named = env_block.get("name", "playground-text") if isinstance(env_block, dict) else None
-        if isinstance(env_block, dict) and _last_flag_value(rest, "--env.name") in (None, named):
-            if unread := unread_env_setting(env_block):
-                raise UsageError(f"{rest[at + 1]}: {unread}")
-        mapping = from_file
-        if cls is TrainConfig and from_file and _changes_model_or_env(rest) and not _words_in(from_file):
-            # the file's environment would have its words collected (random play: seconds to a minute)
-            # only for flags to replace it: `_resolve_again` collects the final environment's
-            agent = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
-            mapping = {**from_file, "agent": {**agent, "tiny_vocabulary": [_UNRESOLVED]}}
-            default = from_dict(TrainConfig, mapping, where=rest[at + 1])
-        flag_algo = _last_flag_value(rest, "--algo")
-        if cls is TrainConfig and from_file and flag_algo is not None and flag_algo != from_file.get("algo"):
-            # the method's own defaults under what the file sets, as `algo:` in the file would get
-            # (`TrainConfig.nested_defaults`: `ppo` a value head unless the file names a critic)
-            with contextlib.suppress(ConfigError):  # the file names what the method does not fit: the
-                # flags given with it may fit them together (`--agent.critic value`); tyro says if not
-                default = from_dict(TrainConfig, {**mapping, "algo": flag_algo}, where=rest[at + 1])
-                from_file = {**from_file, "algo": flag_algo}
-        default = default or load_yaml_config(cls, rest[at + 1])
-        del rest[at : at + 2]
-    if cls is TrainConfig and default is None and (named_by_flags := _method_and_environment(rest)):
-        # their own defaults, as a run config naming them gets (`TrainConfig.nested_defaults`); the
-        # model's and environment's defaults are worked out once, for the final ones (`_resolve_again`)
-        from_file = named_by_flags
-        placeholder = {**named_by_flags, "agent": {"tiny_vocabulary": [_UNRESOLVED]}}
-        try:
-            default = from_dict(TrainConfig, placeholder, where=_FLAGS)
-        except ConfigError as error:
-            raise ConfigError(_without_location(str(error))) from error
-    if cls is TrainConfig:
-        rest = _goal_set_for_another_environment(rest, from_file)
-    if cls is EvalConfig and any(a == "--run" or a.startswith("--run=") for a in rest):
-        if "--config" not in args:  # --env.* flags change the run's environment, not the default one
-            default = _run_environment(rest, default)
-    if cls is EvalConfig and any(a.startswith("--env.") for a in rest):
-        default = replace(default if isinstance(default, EvalConfig) else EvalConfig(), env_given=True)
-    parsed = _one_line_errors(
-        f"sacglam {args[0]}",
-        tyro.cli,
-        cls,
-        default=default,
-        args=rest,
-        prog=f"sacglam {args[0]}",
-        description=_DESCRIPTIONS.get(cls),
-    )
-    if isinstance(parsed, (TrainConfig, EvalConfig)):
-        _refuse_unread_env_flags(parsed.env.name, rest)
-    if isinstance(parsed, TrainConfig) and from_file:
-        parsed = _resolve_again(parsed, from_file, rest)
-    if isinstance(parsed, EvalConfig) and parsed.run is not None:
-        _refuse_flags_the_run_decides(rest)
-        if any(a.startswith("--episodes") for a in rest):
-            parsed = replace(parsed, run_episodes=parsed.episodes)  # given: it replaces the run's eval_episodes
-        if any(a == "--output" or a.startswith("--output=") for a in rest):
-            parsed = replace(parsed, output_given=True)  # kept as given, even when it is the default path
-    return parsed
-
-
-def _refuse_flags_the_run_decides(flags: list[str]) -> None:
-    """`evaluate --run` evaluates the run's agent, sampled and greedy, next to random play and the
-    expert: a flag that picks policies, variants or another agent would be ignored, so it is refused."""
-    ignored = [f.split("=", 1)[0] for f in flags if f.split("=", 1)[0] in ("--policies", "--variants")]
-    ignored += [f.split("=", 1)[0] for f in flags if f.startswith("--agent.")]
-    if ignored:
-        names = list(dict.fromkeys(ignored))
-        raise UsageError(
-            f"{', '.join(names)} {'does' if len(names) == 1 else 'do'} not apply with --run: it evaluates the run's own agent, sampled "
-            "and greedy, next to random play and the expert; drop the flag, or evaluate baselines without --run"
-        )
-
-
-def _refuse_output_dir_on_resume(flags: list[str]) -> None:
-    """`--resume DIR` continues the run where it is: an `--output-dir` elsewhere would be ignored."""
-    resumed, output = _last_flag_value(flags, "--resume"), _last_flag_value(flags, "--output-dir")
-    if resumed is None or output is None or _same_location(resumed, output):
-        return
-    raise UsageError(
-        f"--resume {resumed} continues the run in its own directory, so --output-dir {output} would not be used: "
-        "leave --output-dir out (to continue it elsewhere, copy the run directory there and resume the copy)"
-    )
-
-
-def _same_location(a: str, b: str) -> bool:
-    """Whether two run locations name the same directory (local paths compared resolved)."""
-    if "://" in a or "://" in b:
-        return a.rstrip("/") == b.rstrip("/")
-    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-
-
-def _last_flag_value(flags: list[str], flag: str) -> str | None:
-    """The value the last `flag VALUE` or `flag=VALUE` among `flags` gives, if any does."""
-    value = None
-    for i, f in enumerate(flags):
-        if f == flag and i + 1 < len(flags):
-            value = flags[i + 1]
-        elif f.startswith(flag + "="):
-            value = f.split("=", 1)[1]
-    return value
-
-
-def _env_name_named(flags: list[str]) -> str | None:
-    """The environment `--env.name` or the `--config` file's `env.name` names, if either does."""
-    if (name := _last_flag_value(flags, "--env.name")) is not None:
-        return name
-    if "--config" in flags and flags.index("--config") + 1 < len(flags):
-        try:
-            env = _yaml_mapping(flags[flags.index("--config") + 1]).get("env")
-        except Exception:  # a missing or broken file: the parse says what is wrong
-            return None
-        if isinstance(env, dict) and isinstance(env.get("name"), str):
-            return env["name"]
-    return None
-
-
-def _refuse_unread_env_flags(env_name: str, flags: list[str]) -> None:
-    """An `--env.*` flag that the named environment never reads (`--env.max-steps` for a
-    `module:Class` environment, `--env.level` for Playground-Text) would change nothing, silently:
-    refuse it, saying which environments read it and where the environment's own settings go."""
-    read = set(env_settings_read_by(env_name))
-    for flag in flags:
-        if not flag.startswith("--env."):
-            continue
-        name = flag.split("=", 1)[0].removeprefix("--env.").replace("-", "_")
-        if name in read or name not in {f.name for f in dataclasses.fields(EnvConfig)}:
-            continue  # read, or not a setting at all (the parser has said so already)
-        because = not_read_because(env_name, name, kwargs_place="a run config's env.kwargs")
-        raise UsageError(f"{flag.split('=', 1)[0]} {because}")
-
-
-def _mapping_keys(cls: type, prefix: str = "") -> list[str]:
-    """The dotted keys of `cls`'s mapping fields, nested configs included (`env.kwargs`): the
-    command line's parser cannot read a mapping, so the configs hide these from it."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    keys = []
-    for field in dataclasses.fields(cls):
-        hint = hints[field.name]
-        if typing.get_origin(hint) is typing.Annotated:
-            hint = typing.get_args(hint)[0]
-        options = (
-            [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
-        )
-        if any(typing.get_origin(a) is dict for a in options):
-            keys.append(prefix + field.name)
-        elif len(options) == 1 and isinstance(options[0], type) and dataclasses.is_dataclass(options[0]):
-            keys += _mapping_keys(options[0], f"{prefix}{field.name}.")
-    return keys
-
-
-def _refuse_mapping_flags(cls: type, flags: list[str]) -> None:
-    """A mapping field given as a flag (`--env.kwargs '{...}'`, `--env.kwargs.max-steps 2`): say
-    where it goes instead of tyro's bare "Unrecognized options"."""
-    for key in _mapping_keys(cls):
-        flag = "--" + key.replace("_", "-")
-        if any((f.split("=", 1)[0].replace("_", "-") + ".").startswith(flag + ".") for f in flags):
-            parts = key.split(".")
-            yaml = "".join(f"{p}: {{" for p in parts) + "..." + "}" * len(parts)
-            raise UsageError(
-                f"{flag} is a mapping, set in a run config, not on the command line: write `{yaml}` in a "
-                "YAML file and pass --config FILE (other flags still override it)"
-            )
-
-
-def _method_and_environment(flags: list[str]) -> dict[str, Any]:
-    """The method and environment flags name when their defaults differ from the default run's
-    (`--algo sac` or `ppo`, an `--env.name` other than Playground-Text), as a run config's keys."""
-    named: dict[str, Any] = {}
-    if (algo := _last_flag_value(flags, "--algo")) in ("sac", "ppo"):
-        named["algo"] = algo
-    if (env := _last_flag_value(flags, "--env.name")) not in (None, "playground-text"):
-        named["env"] = {"name": env}
-    return named
-
-
-def _goal_set_for_another_environment(flags: list[str], from_file: dict[str, Any]) -> list[str]:
-    """`--env.name` naming another environment than Playground-Text keeps the goal set the file
-    (or the default run: the simplified task's `simple-train`) gave, which only Playground-Text
-    has: add `--env.goals train` unless the flags set the goal set themselves."""
-    name = _last_flag_value(flags, "--env.name")
-    if name is None or name == "playground-text" or any(f.startswith("--env.goals") for f in flags):
-        return flags
-    env = from_file.get("env")
-    goals = str(env.get("goals", TrainConfig().env.goals) if isinstance(env, dict) else TrainConfig().env.goals)
-    return [*flags, "--env.goals", "train"] if goals.startswith("simple-") else flags
-
-
-def _yaml_mapping(path: str) -> dict[str, Any]:
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text())
-    return data if isinstance(data, dict) else {}
-
-
-_UNRESOLVED = "<unresolved>"  # a placeholder vocabulary, replaced before the config is used
-
-
-def _changes_model_or_env(flags: list[str]) -> bool:
-    return any(f.startswith(("--env.", "--agent.model")) for f in flags)
-
-
-def _words_in(from_file: dict[str, Any]) -> bool:
-    agent = from_file.get("agent")
-    return isinstance(agent, dict) and "tiny_vocabulary" in agent
-
-
-def _resolve_again(cfg: TrainConfig, from_file: dict[str, Any], flags: list[str]) -> TrainConfig:
-    """The defaults a `TrainConfig` works out from its model and environment were worked out for
-    the file's values; flags may have changed the model or the environment since: work them out
-    again unless the file or a flag set them."""
-    agent_in_file = from_file["agent"] if isinstance(from_file.get("agent"), dict) else {}
-    steps_given = "warm_start_steps" in from_file or "--warm-start-steps" in flags
-    words_given = "tiny_vocabulary" in agent_in_file or "--agent.tiny-vocabulary" in flags
-    rank_given = "lora_r" in agent_in_file or any(f.startswith("--agent.lora-r") for f in flags)
-    end_given = "end_of_action" in agent_in_file or any(f.startswith("--agent.end-of-action") for f in flags)
-    end_given = end_given or "--agent.no-end-of-action" in flags
-    norm_given = "critic_input_norm" in agent_in_file or any(f.startswith("--agent.critic-input-norm") for f in flags)
-    return cfg.resolved_again(
-        warm_start_steps=not steps_given,
-        vocabulary=not words_given,
-        lora_r=not rank_given,
-        end_of_action=not end_given,
-        critic_input_norm=not norm_given,
-    )
-
-
-_FLAGS = "the command line"  # where a config built from flags alone comes from, for `_without_location`
-
-
-def _without_location(message: str) -> str:
-    """A config error about flags, without the location a config file's error gives ("<file>:env:
-    ..."): the user typed the flag, and a message that names the setting (`env.name 'x': ...`)
-    says the rest; one that does not keeps its block (`env: ...`)."""
-    rest = message.removeprefix(f"{_FLAGS}:").removeprefix(f"{_FLAGS}").lstrip(": ")
-    block, sep, text = rest.partition(": ")
-    return text if sep and text.startswith(f"{block}.") else rest
-
-
-_BOX = re.compile(r"\x1b\[[0-9;]*m|[╭╮╰╯│┃]")  # terminal colours and box borders
-
-
-def _one_line_errors(command: str, cli: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Run a tyro parser; its rejection of a flag (a box of several lines on stderr) becomes one
-    `UsageError` line: the box's message, then where the help is. Help and success pass through."""
-    captured = io.StringIO()
-    asks_help = any(a in ("-h", "--help") for a in kwargs.get("args") or ())
-    try:
-        # unless help was asked for, the box is read here, not shown: drawn wide, no flag in it wraps
-        with contextlib.redirect_stderr(captured), _columns(None if asks_help else 1000):
-            parsed = cli(*args, **kwargs)
-        sys.stderr.write(captured.getvalue())  # warnings of a successful parse still reach the user
-        return parsed
-    except SystemExit as stop:
-        if stop.code in (0, None):
-            sys.stderr.write(captured.getvalue())
-            raise
-        # A config's construction that failed on something other than a setting's value (an
-        # environment that breaks the protocol, a module that does not import): tyro reports it as
-        # a setting it could not parse; the error says what is wrong itself, and `--help` cannot help.
-        cause = _user_error_behind(stop)
-        if cause is not None:
-            raise cause from None
-        # The box: a top border with the title, the message (wrapped over rows), a rule, the help.
-        rows = [_BOX.sub("", line).strip() for line in captured.getvalue().splitlines()[1:]]
-        message: list[str] = []
-        for row in rows:
-            if _is_rule(row):
-                if message:
-                    break
-                continue  # the rule under the title, where the box is drawn without borders (no terminal)
-            message.append(row)
-        text = " ".join(" ".join(message).split()) or f"invalid arguments (exit status {stop.code})"
-        close = _suggested_flags(rows, text)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise UsageError(f"{text}{hint} (`{command} --help` lists every option)") from None
-
-
-def _is_rule(row: str) -> bool:
-    """A horizontal rule of tyro's box: drawn with box characters on a terminal, dashes elsewhere."""
-    return bool(row) and set(row) <= set("─━- ")
-
-
-def _suggested_flags(rows: list[str], message: str) -> list[str]:
-    """The flags tyro's box suggests (its "Perhaps you meant:" section: rows of a flag, or a flag
-    and its negation, with its metavar, each followed by its help) for the first unrecognised one
-    in `message`, closest first, at most two."""
-    if "Perhaps you meant:" not in rows:
-        return []
-    offered = []
-    for row in rows[rows.index("Perhaps you meant:") + 1 :]:
-        if _is_rule(row):
-            break
-        if row.startswith("-"):  # a flag's row ("--progress, --no-progress"), not its help
-            offered += [flag for flag in re.findall(r"--[\w.-]+", row) if flag not in offered]
-    unknown = re.search(r"Unrecognized options: (--[\w.-]+)", message)
-    if unknown is None:
-        return offered[:2]
-    return difflib.get_close_matches(unknown.group(1), offered, n=2, cutoff=0.0)
-
-
-@contextlib.contextmanager
-def _columns(width: int | None) -> Iterator[None]:
-    """`COLUMNS` set to `width` (the width tyro draws its boxes at) for the block; None: as it is."""
-    if width is None:
-        yield
-        return
-    before = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(width)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = before
-
-
-def _user_error_behind(error: BaseException) -> UserInputError | None:
-    """The `UserInputError` that `error` was raised while handling (its cause, or its context
-    unless that was suppressed with `raise ... from None`), followed back; None if there is none."""
-    behind: BaseException | None = error
-    while behind is not None and not isinstance(behind, UserInputError):
-        behind = behind.__cause__ or (None if behind.__suppress_context__ else behind.__context__)
-    return behind
-
-
-def _file_environment_on_run(flags: list[str]) -> EvalConfig:
-    """`evaluate --run DIR --config FILE`: the environment FILE's `env` block gives (the agent is
-    the run's, so nothing else in FILE applies). A block that names another environment than the
-    run's is that environment, its settings over the defaults; one that names none, or the run's
-    own, changes the run's environment as `--env.*` flags do. `--config FILE` is taken out of
-    `flags`; a file without an `env` block, or with a setting its environment does not read, is
-    refused in one line."""
-    from sacglam.export import run_config_of
-
-    at = _config_flag_at(flags)
-    path = flags[at + 1]
-    try:
-        block = _yaml_mapping(path).get("env")
-    except Exception as error:  # a missing or broken file
-        raise UsageError(
-            f"cannot read --config {path} ({type(error).__name__}: {' '.join(str(error).split())})"
-        ) from error
-    if not isinstance(block, dict):
-        raise UsageError(
-            f"--config {path} has no env block, and with --run a config gives only the environment to evaluate on "
-            "(the agent is the run's): add an env block, or drop --config"
-        )
-    del flags[at : at + 2]
-    run = run_config_of(_run_flag_value(flags))
-    if run is None:  # the evaluation says what is wrong with the run
-        return EvalConfig(env=from_dict(EnvConfig, block, where=f"{path}: env"), env_given=True)
-    if "name" in block and block["name"] != run.env.name:
-        env = from_dict(EnvConfig, block, where=f"{path}: env")
-    else:
-        if unread := unread_env_setting({**block, "name": run.env.name}):
-            raise UsageError(f"{path}: {unread}")
-        own = json_values(asdict(run.env))  # as a file writes it
-        env = from_dict(EnvConfig, own | block, where=f"{path}: env")
-    return EvalConfig(env=env, env_given=True)
-
-
-def _config_flag_at(flags: list[str]) -> int:
-    """Where `--config` is among `flags`, refused in one line when no file follows it."""
-    at = flags.index("--config")
-    if at + 1 >= len(flags):
-        raise UsageError("--config needs a YAML file, e.g. --config tune_configs/runs/cpu_simple_sac_her.yaml")
-    return at
-
-
-def _run_flag_value(flags: list[str]) -> str:
-    """The DIR of `--run DIR` (or `--run=DIR`) among `flags`."""
-    at = next(i for i, f in enumerate(flags) if f == "--run" or f.startswith("--run="))
-    return flags[at].split("=", 1)[1] if "=" in flags[at] else (flags[at + 1] if at + 1 < len(flags) else "")
-
-
-def _run_environment(flags: list[str], default: Any) -> EvalConfig:
-    """`evaluate --run DIR`: DIR's environment as the default, so that `--env.*` flags change it
-    (DIR a run directory or an export folder)."""
-    from sacglam.export import run_config_of
-
-    base = default if isinstance(default, EvalConfig) else EvalConfig()
-    run = run_config_of(_run_flag_value(flags))
-    return base if run is None else replace(base, env=run.env)  # None: the evaluation says what is wrong
-
-
-def evaluation_of_run(path: str) -> EvalConfig | None:
-    """`sacglam evaluate --config RUN.yaml`: a run config's environment and agent (without its
-    critic: the policies evaluated need none), or None when the file is not a run config."""
-    import dataclasses
-
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError):
-        return None  # load_yaml_config says what is wrong with the file
-    run_only = {f.name for f in dataclasses.fields(TrainConfig)} - {f.name for f in dataclasses.fields(EvalConfig)}
-    if not isinstance(data, dict) or not run_only & set(data):
-        return None
-    run = load_yaml_config(TrainConfig, path)
-    words_given = isinstance(data.get("agent"), dict) and "tiny_vocabulary" in data["agent"]
-    agent = replace(run.agent, critic="none", tiny_vocabulary=run.agent.tiny_vocabulary if words_given else ())
-    return EvalConfig(env=run.env, env_given=True, agent=agent, seed=run.seed)
-
-
-def resumed_config(args: list[str]) -> TrainConfig:
-    """`--resume DIR` without `--config`: the run's own config (DIR/config.json); flags still override."""
-    at = args.index("--resume")
-    if at + 1 >= len(args):
-        raise UsageError("--resume needs the run directory to continue, e.g. --resume runs/demo")
-    from sacglam.runtime.saved_config import saved_run_config
-
-    run_dir = args[at + 1]
-    data, saved = saved_run_config(run_dir, "--resume takes a directory written by `sacglam train`")
-    data["resume"] = run_dir
-    return from_dict(TrainConfig, data, where=saved)
+def parse(args: list[str]) -> Any:
+    """`sacglam <command> [--config FILE.yaml] [--field value ...]`: the command's config (`resolve.parse`)."""
+    return resolve.parse(args, {name: cls for name, (cls, _) in COMMANDS.items()})
 
 
 def main(args: list[str] | None = None) -> None:
@@ -1049,7 +579,3 @@ def _close_progress_bars() -> None:
     bars = sys.modules.get("tqdm.std")  # imported by whatever showed a bar
     for bar in list(getattr(getattr(bars, "tqdm", None), "_instances", ())):
         bar.close()
-
-
-if __name__ == "__main__":
-    main()
