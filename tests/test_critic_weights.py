@@ -141,3 +141,20 @@ def test_models_the_copy_cannot_split_are_refused():
         agent(model="tiny-seq2seq", critic_weights="own")
     with pytest.raises(UserInputError, match="has 2 transformer blocks"):
         agent(critic_weights="own", critic_blocks=3)
+
+
+@pytest.mark.parametrize("lora_r", [0, 8])
+def test_after_the_language_warm_start_the_critic_starts_as_the_warm_started_blocks(batch, lora_r):
+    from sacglam.config import EnvConfig
+    from sacglam.models.warm_start import language_warm_start
+
+    own = agent(lora_r=lora_r, critic_weights="own")
+    before = {k: v.clone() for k, v in own.critic.tower.state_dict().items()}
+    language_warm_start(own, EnvConfig.variant("simple"), steps=5, seed=0, objective="likelihood")
+    top = own.base_model.get_decoder().layers[-1].state_dict()
+    after = own.critic.tower.blocks[0].state_dict()
+    assert all(torch.equal(after[k], top[k]) for k in top)
+    assert any(not torch.equal(before[k], v) for k, v in own.critic.tower.state_dict().items())  # it moved
+    shared = agent(lora_r=lora_r)
+    language_warm_start(shared, EnvConfig.variant("simple"), steps=5, seed=0, objective="likelihood")
+    torch.testing.assert_close(outputs(own, batch).q_critics, outputs(shared, batch).q_critics, rtol=1e-5, atol=1e-6)

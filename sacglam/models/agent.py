@@ -208,6 +208,19 @@ class GLAMAgent(nn.Module):
             )
         return split
 
+    def reset_critic_tower(self) -> None:
+        """With the critic's own blocks (`critic_weights: own`): copy the policy's top blocks and
+        final norm into them again, so that the critic starts from what the policy has become (the
+        language warm start trains the policy after the agent is built). Nothing without them."""
+        if self._tower_split is None:
+            return
+        tower = self.critic.tower if self.critic is not None else None
+        assert isinstance(tower, CriticTower)
+        with torch.no_grad():
+            for copy, block in zip(tower.blocks, self._tower_split.top_blocks, strict=True):
+                copy.load_state_dict(block.state_dict())
+            tower.norm.load_state_dict(self.base_model.get_decoder().norm.state_dict())
+
     @property
     def has_own_critic_weights(self) -> bool:
         """Whether the critic reads its own copy of the top blocks (`critic_weights: own`)."""

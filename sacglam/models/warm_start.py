@@ -134,6 +134,7 @@ def language_warm_start(
         if target_kl is not None and taken % CHECK_EVERY == 0:
             measure, measured_at = exploration_measure(agent, *check), taken
     optimizer.zero_grad(set_to_none=True)
+    agent.reset_critic_tower()  # a critic with its own blocks starts as a copy of the warm-started ones
     if measure is None or measured_at != taken:
         measure = exploration_measure(agent, *check)
     losses = {"warm_start/first_loss": first, "warm_start/last_loss": last} if taken else {}  # no step: no loss
