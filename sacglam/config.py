@@ -465,7 +465,9 @@ class SACConfig:
     (or warm-started) policy until the warm-up ends (paper section 2.2). False (default): the
     critic's gradient also trains the shared weights during the warm-up (unless
     `agent.critic_detach`), which moves pi but, measured on both CPU tasks, learns a little
-    better (docs/results/critic-warmup.md). After the warm-up, `agent.critic_detach` alone decides."""
+    better (docs/results/critic-warmup.md). After the warm-up, `agent.critic_detach` alone decides.
+    With `agent.critic_weights: own` the critic's own blocks train in the warm-up either way (the
+    critic loss never reaches the policy's weights there)."""
     next_policy: Literal["online", "target"] = "online"
     """Policy of the next-state expectation in the target (eq. 3). `online`: the current weights,
     as in SAC; one extra LLM forward of the next states per update. `target`: log pi from the

@@ -168,6 +168,24 @@ def test_explicit_gpu_settings_win_and_the_rest_is_shared():
         check_fits(plan(_gpu_cfg(learner_gpus=2.0), {"CPU": 8, "GPU": 1}), {"CPU": 8, "GPU": 1})
 
 
+def test_shares_that_do_not_pack_onto_whole_cards_are_refused_in_one_line():
+    """Two explicit 0.75 learners and a default inference actor on 2 GPUs add up to 2, but each
+    card keeps 0.25 free and Ray places the actor's 0.5 whole on one card: it would never start."""
+    cfg = _gpu_cfg(learners=2, learner_gpus=0.75)
+    bundles = plan(cfg, {"CPU": 8, "GPU": 2})
+    assert {b.role: b.gpus for b in bundles}["inference-0"] == 0.5
+    with pytest.raises(ClusterTooSmallError, match=r"inference-0's 0\.5 GPU does not fit on one card") as error:
+        check_fits(bundles, {"CPU": 8, "GPU": 2})
+    assert "\n" not in str(error.value) and "--pipeline.resources.learner-gpus" in str(error.value)
+    check_fits(plan(_gpu_cfg(learners=2, learner_gpus=0.5), {"CPU": 8, "GPU": 2}), {"CPU": 8, "GPU": 2})
+
+
+def test_learners_share_a_card_only_on_the_same_node():
+    assert ray_cluster.share_a_card([["n1:0"], ["n1:0"]])
+    assert not ray_cluster.share_a_card([["n1:0"], ["n2:0"]])  # GPU 0 of two nodes: two cards
+    assert not ray_cluster.share_a_card([[], []])
+
+
 def test_a_shared_card_bounds_each_processs_memory_unless_set():
     assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 0.5) == 0.5
     assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 1.0) is None

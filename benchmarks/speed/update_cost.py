@@ -89,7 +89,9 @@ def main(args: Args) -> None:
     ]
     print(f"{'setting':<46} {'ms/update':>10} {'x shared':>9}")
     for row in rows:
-        print(f"{row['setting']:<46} {1000 * row['seconds_per_update']:>10.1f} {row['relative_to_shared_with_diagnostics']:>9.3f}")
+        print(
+            f"{row['setting']:<46} {1000 * row['seconds_per_update']:>10.1f} {row['relative_to_shared_with_diagnostics']:>9.3f}"
+        )
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     model = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if line.startswith("model name")), "")

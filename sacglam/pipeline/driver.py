@@ -43,6 +43,13 @@ from sacglam.types import ChunkReport, EpisodeResult
 INFERENCE_COUNTERS = ("inference/forwards", "inference/states_scored", "inference/batches")
 
 
+def mean_over_learners(results: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean over the learners that report it: a figure of the rows of one goal type
+    (`entropy/<goal type>`) is absent on a learner whose share of the batch held none."""
+    names = dict.fromkeys(k for r in results for k in r)
+    return {k: sum(r[k] for r in results if k in r) / sum(k in r for r in results) for k in names}
+
+
 class InferenceTally:
     """The inference counters of the whole run from those of the actor's current life.
 
@@ -259,7 +266,7 @@ class PipelineDriver:
         elif kind == "train":
             futures, units = info
             results = resolve_all(futures)
-            self.c.train_metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
+            self.c.train_metrics = mean_over_learners(results)
             self.schedule.trained(self, units)
         elif kind == "sync":
             resolve(future)
