@@ -105,9 +105,28 @@ def _stats(values: list[float]) -> dict[str, Any]:
     return {"per_seed": values, "mean": mean, "sd": sd, "n": len(values)}
 
 
+WINDOW = 6400  # env steps the training success looks back over (the full task's figure 2 measure)
+
+
+def _window_success(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per trial: the success of its training episodes over the last `WINDOW` env steps."""
+    from sacglam.experiments.figure2 import trial_summary
+
+    by_trial: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_trial.setdefault(row["trial"], []).append(row)
+    return {
+        trial: trial_summary(sorted(trial_rows, key=lambda r: r["env_steps"]), WINDOW, 0.2)["final_training_success"]
+        for trial, trial_rows in by_trial.items()
+    }
+
+
 def variant_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per variant: each figure's per-seed values, mean and sd; the health figures likewise."""
     finals = _final_rows(rows)
+    window = _window_success(rows)
+    for trial, row in finals.items():
+        row["training_success_window"] = window.get(trial)
     variants: dict[str, list[dict[str, Any]]] = {}
     for row in sorted(finals.values(), key=lambda r: r.get("seed", 0)):
         variants.setdefault(str(row["variant"]), []).append(row)
@@ -124,6 +143,8 @@ def variant_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for figure in FIGURES:
             values = [v for r in seeds if (v := _figure(r, figure)) is not None]
             entry["figures"][figure] = _stats(values)
+        values = [float(r["training_success_window"]) for r in seeds if r.get("training_success_window") is not None]
+        entry["figures"]["training_success_last_6.4k"] = _stats(values)
         for key in HEALTH:
             values = [float(r[key]) for r in seeds if r.get(key) is not None]
             if values:
@@ -154,8 +175,8 @@ def comparisons(variants: dict[str, Any]) -> dict[str, Any]:
                 continue
             out.setdefault(name, {})[f"vs_{reference}"] = {
                 figure: difference(entry["figures"][figure], variants[reference]["figures"][figure])
-                for figure in FIGURES
-                if entry["figures"][figure]["n"] and variants[reference]["figures"][figure]["n"]
+                for figure in entry["figures"]
+                if entry["figures"][figure]["n"] and variants[reference]["figures"].get(figure, {}).get("n")
             }
     return out
 
