@@ -47,6 +47,7 @@ FIGURES = (
     "held_out/sampled/grow",
 )
 HEALTH = ("entropy/grasp", "entropy/grow", "alpha", "batch/relabeled_share/grow", "buffer/relabeled_share/grow")
+GRADIENTS = ("grad_norm/critic_shared", "grad_norm/policy_shared", "grad_cosine/shared")  # the last measured
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def variant_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             entry["figures"][figure] = _stats(values)
         values = [float(r["training_success_window"]) for r in seeds if r.get("training_success_window") is not None]
         entry["figures"]["training_success_last_6.4k"] = _stats(values)
-        for key in HEALTH:
+        for key in HEALTH + GRADIENTS:
             values = [float(r[key]) for r in seeds if r.get(key) is not None]
             if values:
                 entry["health"][key] = _stats(values)
