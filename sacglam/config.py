@@ -478,7 +478,7 @@ class SACConfig:
     grad_diagnostics_every: int = 16
     """Every this many gradient steps, measure each loss's gradient norm on its own and on the
     weights the actor and critic share (`grad_norm/critic_shared`, ...): one extra backward of the
-    critic loss on those steps (about 5% of a tiny model's update time at 16); 0: never."""
+    critic loss on those steps (2% of a tiny model's update time at 16); 0: never."""
     her: bool = False
     """Relabel episodes with the social partner's goals."""
     her_max_goals: int | None = None

@@ -216,7 +216,7 @@ def test_an_actor_given_a_gpu_torch_cannot_see_says_it_runs_on_the_cpu(monkeypat
         accelerator.settle_on_device("learner 0", torch.device("cpu"), 0.5)  # nothing given: nothing said
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1 GPU", "2 GPUs"])
+@pytest.fixture(scope="module")
 def declared_gpus(request):
     """A local Ray that declares GPUs this machine does not have (Ray takes `num_gpus` as said):
     what a GPU cluster's placement looks like, on a CPU."""
@@ -254,7 +254,10 @@ def _tiny_ray_cfg(tmp_path, learners: int, **changes) -> TrainConfig:
 
 @pytest.mark.slow
 @pytest.mark.ray
-@pytest.mark.parametrize("learners", [1, 2])
+# Three roles on one card (shares of 1/3), and two roles on two cards (a card each).
+@pytest.mark.parametrize(
+    "declared_gpus, learners", [(1, 2), (2, 1)], indirect=["declared_gpus"], ids=["1 GPU-2", "2 GPUs-1"]
+)
 def test_each_actor_sees_the_cards_of_its_share(tmp_path, declared_gpus, learners):
     """Every GPU role gets a card (CUDA_VISIBLE_DEVICES, Ray's accelerator ids), no card holds more
     than one GPU of shares, and the CPU roles see none."""
@@ -294,9 +297,8 @@ def test_each_actor_sees_the_cards_of_its_share(tmp_path, declared_gpus, learner
 
 @pytest.mark.slow
 @pytest.mark.ray
+@pytest.mark.parametrize("declared_gpus", [1], indirect=True, ids=["1 GPU"])
 def test_a_run_on_one_declared_gpu_with_default_settings_starts_and_finishes(tmp_path, declared_gpus, capsys):
-    if declared_gpus != 1:
-        pytest.skip("the one-GPU case")  # the 2-GPU cluster's placement is checked above
     from sacglam.pipeline.run import run_pipeline
 
     cfg = _tiny_ray_cfg(tmp_path, 1, address=ray.get_runtime_context().gcs_address)
