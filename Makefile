@@ -16,10 +16,10 @@ PIP_FLAGS ?= --no-compile
 # ...which needs Python to write what it compiled. With PYTHONDONTWRITEBYTECODE set (as in many
 # container images, and on this project's machines) every process (each test worker, Ray actor and
 # subprocess) compiled torch, transformers and Ray from source again: about a third of the test
-# suite's CPU time (docs/testing.md, "The suite's time"). The venv's files are the project's own.
+# suite's CPU time (docs/development/testing.md, "The suite's time"). The venv's files are the project's own.
 unexport PYTHONDONTWRITEBYTECODE
 # The project and its ~180 dependencies are installed with uv (from PyPI into the venv, by pip):
-# 20-30 s where pip took 2.5 min on this project's 2-core machines (docs/testing.md, "The suite's
+# 20-30 s where pip took 2.5 min on this project's 2-core machines (docs/development/testing.md, "The suite's
 # time"); uv does not byte-compile either. torch stays with pip, which reads the machine's pip
 # configuration (a local CPU wheel, a constraint file): uv reads none of it. INSTALLER=pip uses pip
 # throughout (a machine that cannot get uv).
@@ -97,7 +97,8 @@ types: setup
 imports: setup
 	$(VENV)/bin/lint-imports
 
-# Lists every benchmark with the claim it measures and its command (each writes benchmarks/results/).
+# Lists every benchmark, by kind, with the claim it measures (each writes benchmarks/<kind>/results/<script>/;
+# benchmarks/MANIFEST.md lists every result with its command, commit, machine and date).
 bench: setup
 	$(PY) benchmarks/index.py
 

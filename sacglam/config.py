@@ -72,7 +72,7 @@ def not_read_because(name: str, key: str, kwargs_place: str) -> str:
     readers += ["protocol environments (module:Class, gymnasium ids)"] if key in _PROTOCOL_FIELDS_READ else []
     read = env_settings_read_by(name)
     fix = (
-        f"pass the environment's own settings in {kwargs_place} (docs/environments.md)"
+        f"pass the environment's own settings in {kwargs_place} (docs/guides/own-environment.md)"
         if "kwargs" in read
         else "it has no such setting"
     )
@@ -94,7 +94,7 @@ def env_settings_read(env: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """The environment (`docs/environments.md`): Playground-Text by default, BabyAI-Text,
+    """The environment (`docs/guides/own-environment.md`): Playground-Text by default, BabyAI-Text,
     TextWorld games, or any protocol environment by gymnasium id or `module:Class`."""
 
     name: str = "playground-text"
@@ -223,7 +223,7 @@ class AgentConfig:
     critic_input: Literal["last", "mean"] = "last"
     """What the action critic reads of the LLM for a (prompt, action) pair: the hidden state at the
     action's last token (the paper's; with `end_of_action` the end token), or the `mean` of the
-    hidden states over its tokens (docs/agent.md)."""
+    hidden states over its tokens (docs/explanation/agent.md)."""
     critic_detach: bool = False
     """Train the critic head only: its gradient does not reach the shared LLM."""
     critic_weights: Literal["shared", "own"] = "shared"
@@ -241,13 +241,13 @@ class AgentConfig:
     each dimension by running statistics of the features it is trained on (checkpointed and
     broadcast with the weights), or `none` (the paper's: the raw hidden state). `auto`:
     standardise on a pre-trained model, whose features share a large constant component that
-    hides the goal (docs/critic-input.md), none on a random-initialised one.
+    hides the goal (docs/explanation/critic-input.md), none on a random-initialised one.
     `standardises_critic_input` is the value in effect."""
     critic_width: int = 1024
     """Units in each of the critic MLP's two hidden layers."""
     value_head_activation: Literal["relu", "sigmoid"] = "relu"
     """Activation of the value head's hidden layers (`critic: value`, PPO-GLAM), as the Q-critics'
-    (the paper's critic); `sigmoid` is lamorel's, which learned worse here (docs/results.md)."""
+    (the paper's critic); `sigmoid` is lamorel's, which learned worse here (docs/results/ppo-lamorel.md)."""
     n_critics: int = 1
     """Independent Q heads (2: twin critics, the minimum is used for the policy and the target)."""
     max_actions: int = 8
@@ -256,7 +256,7 @@ class AgentConfig:
     """LoRA rank on the attention projections; 0 fine-tunes every LLM weight instead. None (the
     default): 16 on a pre-trained model, 0 on a random-initialised one (`tiny-*`), whose frozen
     random weights LoRA could barely reshape: its warm start stalled far from a uniform policy
-    (docs/agent.md). `lora_rank` is the value in effect; a run records it in config.json."""
+    (docs/explanation/agent.md). `lora_rank` is the value in effect; a run records it in config.json."""
     lora_alpha: int = 32
     """LoRA scaling numerator (the update is scaled by alpha / r)."""
     lora_target_modules: tuple[str, ...] | None = None
@@ -264,7 +264,7 @@ class AgentConfig:
     lora_layers: int | None = None
     """LoRA on the top k transformer blocks only (an encoder-decoder's: its decoder's); the blocks
     below are frozen and run without autograd, and the SAC learner runs them once for both
-    next-state forwards, PPO once per rollout (docs/agent.md). None: every block (the paper's)."""
+    next-state forwards, PPO once per rollout (docs/explanation/agent.md). None: every block (the paper's)."""
     load_in_4bit: bool = False
     """Quantize the frozen base to bitsandbytes NF4 (needs lora_r > 0)."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
@@ -275,20 +275,20 @@ class AgentConfig:
     """Score the tokenizer's end-of-sequence token after every action, so an action's probability
     is that of the whole string. Without it an action that is a prefix of another (`Look`, `Look
     at the bench`) scores at least as high as every continuation, and no policy over such
-    candidates can be uniform (docs/agent.md). The action critic reads the hidden state at it.
+    candidates can be uniform (docs/explanation/agent.md). The action critic reads the hidden state at it.
     None (the default): on for a random-initialised model, off for a pre-trained one, whose
     zero-shot prior was measured without it. `scores_end_of_action` is the value in effect."""
     scoring: Literal["sum", "mean"] = "sum"
     """`sum` of the action's token log-probs (paper eq. 1), or their `mean` (length-normalised)."""
     prompt_template: Literal["plain", "candidates"] = "plain"
     """`plain`: the observation text; `candidates`: adds a line listing the candidate actions
-    before `Action:` (what gives SmolLM2 a useful zero-shot prior: docs/deviations.md)."""
+    before `Action:` (what gives SmolLM2 a useful zero-shot prior: docs/explanation/deviations.md)."""
     device: str = "auto"
     """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:1`, ..."""
     compile: bool = False
     """Compile each transformer block with `torch.compile` (fuses the element-wise work around
     the matrix multiplies). Each process compiles on its first forwards (tens of seconds on CPU;
-    needs a C++ compiler there). Same losses up to float rounding: docs/benchmarks.md."""
+    needs a C++ compiler there). Same losses up to float rounding: docs/results/speed-learner.md."""
     tiny_vocabulary: tuple[str, ...] = ()
     """Words of a tiny model's tokenizer (empty: Playground-Text's). A run fills it in from its
     environment; set it only to build a tiny agent outside a run."""
@@ -438,21 +438,21 @@ class SACConfig:
     target_entropy_ratio_final: float | None = None
     """When set (with `target_entropy_ratio`), the ratio moves linearly from `target_entropy_ratio`
     at the first gradient step to this value after `target_entropy_anneal_updates` steps, and
-    stays there: exploration early, a less random behaviour policy late (docs/results.md, "An
+    stays there: exploration early, a less random behaviour policy late (docs/results/full-task-schedules.md, "An
     entropy-target schedule at 64k")."""
     target_entropy_anneal_updates: int = 0
     """Gradient steps over which `target_entropy_ratio` moves to `target_entropy_ratio_final`
     (updates, not env steps: env steps / update_every * gradient_steps; the critic warm-up's
     updates count)."""
     alpha_min: float = 0.0
-    """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results.md, stability)."""
+    """Floor of the entropy coefficient (0: none); an early prototype saw alpha decay to 5e-4 (docs/results/stability.md)."""
     tau: float = 0.01
     """Polyak rate of the target critic (the paper does not give it)."""
     actor_loss: Literal["reverse_kl", "forward_kl"] = "reverse_kl"
     """The policy's loss. `reverse_kl` (SAC's, the paper's): E_s sum_a pi (alpha log pi - Q), whose
     gradient on an action is scaled by its probability, so an action pi has nearly dropped cannot
     come back. `forward_kl`: the cross-entropy towards softmax(Q/alpha), which pulls the actions
-    the critic ranks high up whatever pi gives them (docs/algorithms.md)."""
+    the critic ranks high up whatever pi gives them (docs/explanation/algorithms.md)."""
     critic_entropy: bool = True
     """The entropy bonus in the critic's target, V(s') = sum_a pi (Q - alpha log pi) (SAC's, the
     paper's). False decouples actor and critic: V(s') = sum_a pi Q, and alpha acts on the actor's
@@ -465,7 +465,9 @@ class SACConfig:
     (or warm-started) policy until the warm-up ends (paper section 2.2). False (default): the
     critic's gradient also trains the shared weights during the warm-up (unless
     `agent.critic_detach`), which moves pi but, measured on both CPU tasks, learns a little
-    better (docs/critic-warmup.md). After the warm-up, `agent.critic_detach` alone decides."""
+    better (docs/results/critic-warmup.md). After the warm-up, `agent.critic_detach` alone decides.
+    With `agent.critic_weights: own` the critic's own blocks train in the warm-up either way (the
+    critic loss never reaches the policy's weights there)."""
     next_policy: Literal["online", "target"] = "online"
     """Policy of the next-state expectation in the target (eq. 3). `online`: the current weights,
     as in SAC; one extra LLM forward of the next states per update. `target`: log pi from the
@@ -476,7 +478,7 @@ class SACConfig:
     grad_diagnostics_every: int = 16
     """Every this many gradient steps, measure each loss's gradient norm on its own and on the
     weights the actor and critic share (`grad_norm/critic_shared`, ...): one extra backward of the
-    critic loss on those steps (about 5% of a tiny model's update time at 16); 0: never."""
+    critic loss on those steps (2% of a tiny model's update time at 16); 0: never."""
     her: bool = False
     """Relabel episodes with the social partner's goals."""
     her_max_goals: int | None = None
@@ -609,7 +611,7 @@ class PPOConfig:
     clip_value: bool = False
     """Clip the value head's change to `clip` around the value it had when the rollout was
     collected, and take the larger of the clipped and unclipped squared errors (lamorel's PPO; off
-    by default: it learned worse here, docs/results.md "PPO-GLAM as lamorel has it")."""
+    by default: it learned worse here, docs/results/ppo-lamorel.md)."""
     reuse_frozen_trunk: bool = True
     """With `agent.lora_layers` (LoRA on the top blocks only): keep each minibatch's encoding and
     frozen-trunk output for every epoch, so the blocks below LoRA run once per rollout instead of
@@ -651,7 +653,7 @@ class PPOConfig:
 
         warnings.warn(
             "ppo.normalize_advantages is an earlier setting: read as advantage_normalization minibatch/none, "
-            "value_target gae and half the vf_coef (the same losses); see docs/algorithms.md#ppo-glam",
+            "value_target gae and half the vf_coef (the same losses); see docs/explanation/algorithms.md#ppo-glam",
             category=SacglamWarning,
             stacklevel=2,
         )
@@ -741,7 +743,7 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class GoalSamplerConfig:
-    """Who chooses the goal of each training episode (docs/goal-sampler.md). Evaluation always
+    """Who chooses the goal of each training episode (docs/explanation/goal-sampler.md). Evaluation always
     uses the environment's own goal distributions."""
 
     mode: Literal["environment", "progress", "generalising"] = "environment"
@@ -918,7 +920,7 @@ def _vocabulary(spec: EnvironmentSpec) -> tuple[str, ...]:
 
 
 DEFAULT_WARM_START_STEPS = 500  # the cap a random-initialised model gets unless warm_start_steps says otherwise
-DEFAULT_WARM_START_TARGET_KL = 0.02  # nats: where the default warm start stops (docs/algorithms.md)
+DEFAULT_WARM_START_TARGET_KL = 0.02  # nats: where the default warm start stops (docs/explanation/algorithms.md)
 
 
 @dataclass(frozen=True)
@@ -946,7 +948,7 @@ class TrainConfig:
     ends early, as at its budget: the calls in flight finish (PPO also finishes the rollout it
     is collecting and its update), then the final evaluation and a checkpoint, and `--resume`
     continues to `total_env_steps` (with the limit again, unless a flag changes it). For a job
-    of fixed length (a batch-system slot, a lent GPU). None: no limit."""
+    of fixed length (a batch-system slot, a reserved GPU). None: no limit."""
     eval_every: int = 5_000
     """Environment steps between evaluations (also at the start and the end)."""
     eval_at_start: bool = True
@@ -967,7 +969,7 @@ class TrainConfig:
     log_every: int = 1_024
     """Environment steps between two training-metric records."""
     warm_start_steps: int | None = None
-    """The most language warm-start steps before training (docs/algorithms.md): None (the default)
+    """The most language warm-start steps before training (docs/explanation/algorithms.md): None (the default)
     gives a random-initialised model (`tiny-*`) up to 500 and a pre-trained one none; 0 turns it off."""
     warm_start_target_kl: float | None = DEFAULT_WARM_START_TARGET_KL
     """The warm start stops once its policy is this close to uniform over the candidates: the mean
@@ -976,7 +978,7 @@ class TrainConfig:
     warm_start_objective: Literal["uniform", "likelihood"] = "uniform"
     """`uniform`: cross-entropy from the uniform policy over each state's candidates; `likelihood`:
     next-token likelihood of random actions (what the results before issue 32 used; it leaves the
-    critic unable to read the goal: docs/sanity.md)."""
+    critic unable to read the goal: docs/results/sanity.md)."""
     seed: int = 0
     """Seed of the model's head init, the environments, the buffer and the policy's sampling."""
     output_dir: str = "runs/train"
@@ -1006,7 +1008,7 @@ class TrainConfig:
         SAC-GLAM+HER settings and a Q-critic; an environment other than Playground-Text is filled
         in over `EnvConfig()` (the goal set every environment has, `train`, and `EnvConfig`'s own
         `n_objects` and `max_steps`), not over the simplified task. The command line's `--algo` and
-        `--env.name` get the same (`cli.parse`)."""
+        `--env.name` get the same (`cli.resolve`)."""
         out: dict[str, Any] = {}
         algo = data.get("algo", cls.algo)
         if algo == "sac":

@@ -33,6 +33,12 @@ EXPONENT_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-
 
 def load_yaml_config(cls: type[T], path: str | Path) -> T:
     """Build `cls` from the YAML mapping in `path`."""
+    return from_dict(cls, yaml_config_mapping(cls, path), where=str(Path(path)))
+
+
+def yaml_config_mapping(cls: type, path: str | Path) -> dict[str, Any]:
+    """The mapping of `cls` fields in the YAML file `path`, unchecked; a file that does not exist,
+    cannot be read, is not YAML, is an experiment grid or holds no mapping fails in one line."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
@@ -45,12 +51,14 @@ def load_yaml_config(cls: type[T], path: str | Path) -> T:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise ConfigError(f"config file {path} is not valid YAML{where}: {problem}") from error
-    if isinstance(data, dict) and "forms" in data and "forms" not in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+    if isinstance(data, dict) and "forms" in data and "forms" not in {f.name for f in dataclasses.fields(cls)}:
         raise ConfigError(
             f"{path} is an experiment grid (it has `forms:`), not a run config: run it with `sacglam tune {path}`; "
             "run configs are in tune_configs/runs/"
         )
-    return from_dict(cls, data, where=str(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of {cls.__name__} fields, got {type(data).__name__}")
+    return data
 
 
 def from_dict(cls: type[T], data: Any, where: str = "config", base: dict[str, Any] | None = None) -> T:

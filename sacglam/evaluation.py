@@ -233,8 +233,10 @@ def measure_by_goal_type(results: Iterable[EpisodeResult], env: EnvConfig) -> di
     if not table:
         return {}
     share = env.spec().type_shares()
-    covered = sum(share[t] for t in table)
-    return table | {OVERALL: sum(table[t] * share[t] for t in table) / covered}
+    covered = sum(share.get(t, 0.0) for t in table)
+    if covered <= 0:  # only types outside the goal set's shares: no weighted figure to give
+        return table
+    return table | {OVERALL: sum(table[t] * share.get(t, 0.0) for t in table) / covered}
 
 
 def format_success_table(rows: dict[str, dict[str, dict[str, float]]]) -> str:

@@ -38,7 +38,7 @@ class MetricsFileError(UserInputError, ValueError):
 
 def read_metrics(run_dir: Path) -> list[dict]:
     """The records of `<run_dir>/metrics.jsonl`, in the order they were logged (each a dict with
-    `env_steps` and the metrics logged at that step; docs/metrics.md defines the names).
+    `env_steps` and the metrics logged at that step; docs/reference/metrics.md defines the names).
 
     Every record is written whole with its newline: a last line without one that is not JSON is
     a record a crash or a full disk cut short, and is left out. Any other line that is not a
@@ -171,7 +171,7 @@ def no_rise_line(train: tuple[bool, list[str]] | None, episodes: int, goal_set: 
     return (
         f"no success on {goals} rose beyond evaluation noise ({', '.join(train[1])}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors plus 1/{episodes} at {episodes} episodes): the agent has not measurably learned; "
-        "docs/environments.md#what-the-first-run-tells-you says what to try"
+        "docs/guides/own-environment.md#what-the-first-run-tells-you says what to try"
     )
 
 
@@ -192,7 +192,7 @@ def held_out_no_rise_line(
     return (
         f"success on the train goals rose, but none on the held-out goals rose beyond evaluation noise ({held}; "
         f"{NOISE_STANDARD_ERRORS:g} standard errors plus 1/{episodes} at {episodes} episodes): the agent learned its training goals, "
-        "not the task; docs/environments.md#what-the-first-run-tells-you says what to try"
+        "not the task; docs/guides/own-environment.md#what-the-first-run-tells-you says what to try"
     )
 
 
@@ -211,7 +211,7 @@ def _no_rise_lines(config: dict, evals: list[dict]) -> list[str]:
 def exploration_lines(records: list[dict]) -> list[str]:
     """What the run measured of its exploration: the warm start's end point, a run that went 10%
     of its budget without a learning signal or a report to relabel with, and a held-out goal
-    reported in training (docs/metrics.md)."""
+    reported in training (docs/reference/metrics.md)."""
     lines = []
     warm = next((r for r in records if "warm_start/kl_to_uniform" in r), None)
     if warm is not None:
@@ -288,7 +288,7 @@ def _by_type(record: dict, prefix: str) -> dict[str, float]:
 
 
 def health_lines(records: list[dict]) -> list[str]:
-    """What tells a run that learns its train goals but not held-out ones why (docs/metrics.md,
+    """What tells a run that learns its train goals but not held-out ones why (docs/reference/metrics.md,
     "Learner diagnostics"): the policy's entropy and the relabeled goal-type mix per goal type, the
     probability the policy gives its critic's argmax, and which loss moves the shared weights."""
     lines: list[str] = []

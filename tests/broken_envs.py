@@ -1,4 +1,4 @@
-"""Environments that break the protocol (`docs/environments.md`) in one way each, as an
+"""Environments that break the protocol (`docs/reference/environment-protocol.md`) in one way each, as an
 environment written elsewhere might, for the tests of `ProtocolGuard` and of the command line.
 
 `Dial` is a correct one: turn a dial to the goal's number; every turn reports the number it

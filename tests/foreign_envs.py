@@ -1,5 +1,5 @@
 """Environments written the way a user outside this project writes them: plain gymnasium, no sacglam
-import, no `vocabulary`, no expert. They follow the protocol (`docs/environments.md`) only by what
+import, no `vocabulary`, no expert. They follow the protocol (`docs/reference/environment-protocol.md`) only by what
 they put in `info` and on the observation's first line, and they are built to be hard on the
 defaults a new environment meets (a random tiny model's short-action bias, the warm start):
 
@@ -13,7 +13,7 @@ defaults a new environment meets (a random tiny model's short-action bias, the w
   `Paint the <part>`, `Paint the <part> with <colour> paint`); 10 candidates, 3 steps; the goal
   names a part and a colour (`Make the <part> <colour>`); `Paint the <part>` alone makes it grey.
 
-Used by `tests/test_exploration.py`, `tests/test_env_defaults.py` and `benchmarks/critic_input.py`.
+Used by `tests/test_exploration.py`, `tests/test_env_defaults.py` and `benchmarks/studies/critic_input.py`.
 """
 
 from __future__ import annotations

@@ -87,8 +87,10 @@ def tiny_pipeline_config(tmp_path, name, **changes) -> TrainConfig:
 
 
 def load_benchmark(name: str):
-    """The script `benchmarks/<name>.py` as a module (benchmarks are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    """The script `benchmarks/<kind>/<name>.py` as a module (benchmarks are scripts, not a package,
+    in one folder per kind: speed, studies, suite, gpu)."""
+    (path,) = (ROOT / "benchmarks").glob(f"*/{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the script loads

@@ -1,6 +1,6 @@
-"""Two small text environments written from docs/environments.md only (no sacglam import), by an
+"""Two small text environments written from docs/guides/own-environment.md only (no sacglam import), by an
 outside check of a newcomer's first run (2026-11-28), kept as written so that the figures quoted
-in docs/environments.md and docs/sanity.md can be re-run: `--env.name tests.outside_envs:Shelves`
+in docs/guides/own-environment.md and docs/results/sanity.md can be re-run: `--env.name tests.outside_envs:Shelves`
 from the repository's root. Their observations do not end with an `Action:` line.
 
 Shelves: "Move the <item> to the <shelf> shelf" -- pick an item up from the counter, place it.

@@ -1,6 +1,6 @@
-"""A pantry written from README.md and docs/environments.md alone (plain gymnasium, no sacglam
+"""A pantry written from README.md and docs/guides/own-environment.md alone (plain gymnasium, no sacglam
 import) by a second outside check of a newcomer's first run (2026-11-28), kept as written so that
-the figures quoted in docs/sanity.md can be re-run: `--config` with
+the figures quoted in docs/results/sanity.md can be re-run: `--config` with
 `env: {name: "tests.outside_pantry:Pantry", held_out_kwargs: {split: test}}`. Four of five objects
 on the table, three containers, 6 steps; 12 train goals and 3 held out; random play 0.166."""
 

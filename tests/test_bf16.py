@@ -15,7 +15,7 @@ from sacglam.learner.sac import SACLearner
 from sacglam.models import GLAMAgent
 from tests.helpers import full_task_states, random_play_buffer
 
-# Measured on the tiny random model over 16 full-task states (docs/agent.md): |d log-likelihood|
+# Measured on the tiny random model over 16 full-task states (docs/explanation/agent.md): |d log-likelihood|
 # at most 0.006 for |log-likelihood| about 13.6, |d pi| at most 0.0006. Tolerances with margin:
 LOG_LIKELIHOOD_ATOL = 0.05
 PROBABILITY_ATOL = 0.01

@@ -303,8 +303,13 @@ def test_a_fresh_run_writes_beside_other_files_and_over_an_earlier_attempt(tmp_p
     folder = tmp_path / "mine"
     (folder / "checkpoints").mkdir(parents=True)
     for name in ("train.log", ".gitkeep", "notes.txt"):
-        (folder / name).write_text("")
-    refuse_foreign_files(StoragePath(folder))
+        (folder / name).write_text(f"{name} kept")
+    refuse_foreign_files(StoragePath(folder))  # returns: the run may write here
+    before = {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+    assert before == {name: f"{name} kept" for name in ("train.log", ".gitkeep", "notes.txt")}
     for name in ("config.json", "metrics.jsonl"):
         shutil.copy(Path(finished_run) / name, folder / name)
-    refuse_foreign_files(StoragePath(folder))
+    refuse_foreign_files(StoragePath(folder))  # an earlier attempt's own files: allowed too
+    after = {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+    assert after == before | {n: (Path(finished_run) / n).read_text() for n in ("config.json", "metrics.jsonl")}
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["checkpoints"]  # the check changed nothing

@@ -108,7 +108,7 @@ def test_the_target_critic_holds_a_copy_of_the_critics_blocks():
 
 def test_an_export_reloads_the_critics_copy(tmp_path, batch):
     from sacglam.config import TrainConfig
-    from sacglam.export import export_run
+    from sacglam.export import export_run, load_run_agent
     from sacglam.pipeline.run import run_pipeline
     from tests.helpers import tiny_pipeline_config
 
@@ -119,7 +119,9 @@ def test_an_export_reloads_the_critics_copy(tmp_path, batch):
     export_run(str(cfg.output_dir), tmp_path / "export")
     loaded = GLAMAgent.from_export(str(tmp_path / "export"))
     assert loaded.has_own_critic_weights
-    assert outputs(loaded, batch).q is not None
+    _, trained, _ = load_run_agent(str(cfg.output_dir))  # the run's final checkpoint
+    torch.testing.assert_close(outputs(loaded, batch).q_critics, outputs(trained, batch).q_critics)
+    torch.testing.assert_close(outputs(loaded, batch).log_pi, outputs(trained, batch).log_pi)
 
 
 @pytest.mark.parametrize(
@@ -141,3 +143,31 @@ def test_models_the_copy_cannot_split_are_refused():
         agent(model="tiny-seq2seq", critic_weights="own")
     with pytest.raises(UserInputError, match="has 2 transformer blocks"):
         agent(critic_weights="own", critic_blocks=3)
+
+
+@pytest.mark.parametrize("lora_r", [0, 8])
+def test_after_the_language_warm_start_the_critic_starts_as_the_warm_started_blocks(batch, lora_r):
+    from sacglam.config import EnvConfig
+    from sacglam.models.warm_start import language_warm_start
+
+    own = agent(lora_r=lora_r, critic_weights="own")
+    before = {k: v.clone() for k, v in own.critic.tower.state_dict().items()}
+    language_warm_start(own, EnvConfig.variant("simple"), steps=5, seed=0, objective="likelihood")
+    top = own.base_model.get_decoder().layers[-1].state_dict()
+    after = own.critic.tower.blocks[0].state_dict()
+    assert all(torch.equal(after[k], top[k]) for k in top)
+    assert any(not torch.equal(before[k], v) for k, v in own.critic.tower.state_dict().items())  # it moved
+    shared = agent(lora_r=lora_r)
+    language_warm_start(shared, EnvConfig.variant("simple"), steps=5, seed=0, objective="likelihood")
+    torch.testing.assert_close(outputs(own, batch).q_critics, outputs(shared, batch).q_critics, rtol=1e-5, atol=1e-6)
+
+
+def test_a_head_only_warmup_trains_the_critics_own_blocks_and_leaves_pi(batch):
+    own = agent(critic_weights="own")
+    sac = SACLearner(own, SACConfig(gamma=0.9, batch_size=16, critic_warmup_updates=2, warmup_head_only=True))
+    before = {k: v.clone() for k, v in own.trainable_state_dict().items()}
+    for _ in range(2):
+        assert sac.update(batch)["warmup"] == 1.0
+    moved = {k for k, v in own.trainable_state_dict().items() if not torch.equal(before[k], v)}
+    assert any(k.startswith("critic.tower.") for k in moved)
+    assert all(k.startswith("critic.") for k in moved)  # pi exactly as it was

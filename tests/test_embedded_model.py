@@ -90,7 +90,7 @@ def test_converted_weights_equal_the_gguf_tensors_dequantized_by_the_gguf_packag
 
 
 def test_the_conversion_parses_the_gguf_once_and_builds_one_name_map(tmp_path, monkeypatch):
-    """What makes the conversion 10 core-seconds instead of 28 (docs/agent.md): a conversion into
+    """What makes the conversion 10 core-seconds instead of 28 (docs/explanation/agent.md): a conversion into
     an empty cache constructs one reader and one tensor-name map, where transformers alone
     constructs three and one per submodule (397). Fails if the conversion stops using
     `read_each_gguf_once`, or if transformers stops importing both names at each call."""

@@ -1,4 +1,4 @@
-"""What a user's own environment meets with default settings (`docs/environments.md`, "In a run"):
+"""What a user's own environment meets with default settings (`docs/guides/own-environment.md`, "In a run"):
 the tiny model's words collected by random play, the language warm start on for a random model
 (and off for a pre-trained one), an untrained policy that explores, and `sacglam evaluate` on it.
 

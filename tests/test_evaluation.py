@@ -30,7 +30,7 @@ def random_policy_success(n_objects, goals, max_steps, episodes, seed=0):
 
 @pytest.mark.parametrize(
     "n_objects, goals, max_steps, documented_floor, tolerance",
-    [  # docs/environment.md, "Goal achievement, reward, episode end" (20,000 / 10,000 episodes)
+    [  # docs/reference/playground-text.md, "Goal achievement, reward, episode end" (20,000 / 10,000 episodes)
         (3, "simple-train", 8, 0.250, 0.03),
         (3, "simple-train", 30, 0.674, 0.03),
         (3, "simple-test", 8, 0.16, 0.03),  # the held-out goals' floor on the simplified variant

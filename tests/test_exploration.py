@@ -1,4 +1,4 @@
-"""Defaults that explore an environment never seen (`docs/environments.md`, "In a run"): the
+"""Defaults that explore an environment never seen (`docs/guides/own-environment.md`, "In a run"): the
 environments of `tests/foreign_envs.py` are written as a user outside this project writes them,
 and plugged in with no setting but their name.
 
@@ -35,7 +35,7 @@ FOREIGN = ("tests.foreign_envs:Pantry", "tests.foreign_envs:Workbench", "tests.f
 
 # The newcomer's run: Pantry, the tiny model, every default (SAC-GLAM+HER), evaluated on 256 fixed
 # episodes every 1,024 env steps (sampled and greedy), against uniform-random play on the same
-# episodes. Margins over seeds and kernel sets: benchmarks/test_margins.py, docs/testing.md.
+# episodes. Margins over seeds and kernel sets: benchmarks/suite/test_margins.py, docs/development/testing.md.
 NEWCOMER_ENV = "tests.foreign_envs:Pantry"
 NEWCOMER_BUDGET = 4096
 NEWCOMER_EPISODES = 256
@@ -387,7 +387,7 @@ def test_a_new_environment_with_every_default_explores_and_learns_past_random(tm
     untrained policy, after the default warm start, succeeds at least 80% as often as uniform
     random play on the same 256 episodes, and training takes greedy success past random's within
     the budget (the run stops at the first evaluation past it). Seed 0; the margins over seeds
-    and kernel sets are in docs/testing.md."""
+    and kernel sets are in docs/development/testing.md."""
     torch_threads(1)
     run = newcomer_run(seed=0, output_dir=tmp_path / "run", stop_at_gain=NEWCOMER_MIN_GAIN)
     assert run["untrained_ratio"] >= NEWCOMER_MIN_UNTRAINED_RATIO, run

@@ -117,7 +117,8 @@ def test_an_export_loads_with_plain_peft_and_scores_candidates_as_the_agent_does
     with pytest.raises(SystemExit) as refused:  # under a file: one line, not NotADirectoryError
         main(["export", str(cfg.output_dir), str(tmp_path / "a-file" / "export")])
     assert refused.value.code == 2
-    if not agent.lora_rank:  # into the run directory itself (docs/export.md): its own files stay as they are
+    # into the run directory itself (docs/guides/export-and-evaluation.md): its own files stay as they are
+    if not agent.lora_rank:
         kept = sorted(p.relative_to(cfg.output_dir) for p in cfg.output_dir.rglob("*"))
         main(["export", str(cfg.output_dir), str(cfg.output_dir)])
         assert set(kept) <= {p.relative_to(cfg.output_dir) for p in cfg.output_dir.rglob("*")}

@@ -1,4 +1,4 @@
-"""`benchmarks/gpu_check.py`, the script a lent GPU machine runs, runs here on the CPU with a
+"""`benchmarks/gpu/gpu_check.py`, the script a GPU machine runs, runs here on the CPU with a
 2-block SmolLM2-architecture model (in bfloat16 where the CPU has it): every part completes and the PPO epoch's first
 step is at ratio exactly 1."""
 

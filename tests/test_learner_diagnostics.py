@@ -45,7 +45,7 @@ def test_gradient_split_of_a_known_pair_of_losses():
     critic_w = 2 * (w @ x + h) * x  # (-1, 1)
     critic_h = 2 * (w @ x + h)  # -1
     policy_w, policy_u = y, 2 * u  # (2, 1), 6
-    split = gradient_split([w, h, u], [critic_w, critic_h, None], [policy_w, None, policy_u])
+    split = gradient_split([critic_w, critic_h, None], [policy_w, None, policy_u])
     assert split["grad_norm/critic"] == pytest.approx(math.sqrt(1 + 1 + 1))
     assert split["grad_norm/policy"] == pytest.approx(math.sqrt(4 + 1 + 36))
     assert split["grad_norm/critic_shared"] == pytest.approx(math.sqrt(2))
@@ -55,7 +55,7 @@ def test_gradient_split_of_a_known_pair_of_losses():
 
 def test_gradient_split_without_shared_weights_reports_zero_there():
     a, b = torch.ones(3), torch.ones(2)
-    split = gradient_split([a, b], [a * 2, None], [None, b])
+    split = gradient_split([a * 2, None], iter([None, b]))
     assert split["grad_norm/critic_shared"] == split["grad_cosine/shared"] == 0.0
     assert split["grad_norm/critic"] == pytest.approx(2 * math.sqrt(3))
 
@@ -116,16 +116,38 @@ def test_gradient_norms_come_every_k_updates_and_warmup_has_no_policy_norm(termi
     assert "grad_norm/critic" in first and "grad_norm/policy" not in first
 
 
-def test_diagnostics_leave_the_update_itself_unchanged(terminal_batch):
+@pytest.mark.parametrize("critic_weights", ["shared", "own"])
+def test_diagnostics_leave_the_update_itself_unchanged(critic_weights):
+    """Weights, Adam's moments, the target critic and alpha after three updates on batches that
+    bootstrap (no terminal row forced) are bit for bit those of updates without diagnostics."""
+    batches = [random_play_buffer(40).sample(24, n_step=3, mode="ratio") for _ in range(3)]
     states = []
     for every in (0, 1):
         torch.manual_seed(0)
-        agent = GLAMAgent(AgentConfig(model="tiny-causal", lora_r=0, critic_width=32)).eval()
+        agent = GLAMAgent(
+            AgentConfig(model="tiny-causal", lora_r=0, critic_width=32, n_critics=2, critic_weights=critic_weights)
+        ).eval()
         sac = SACLearner(agent, SACConfig(gamma=0.9, batch_size=24, grad_diagnostics_every=every))
-        for _ in range(2):
-            sac.update(terminal_batch)
-        states.append(agent.trainable_state_dict())
-    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+        for batch in batches:
+            sac.update(batch)
+        states.append(sac.state_dict())
+    first, second = states
+    for part in ("agent", "target"):
+        assert all(torch.equal(first[part][k], second[part][k]) for k in first[part]), part
+    assert torch.equal(first["log_alpha"], second["log_alpha"])
+    moments = [
+        (a, b)
+        for sa, sb in zip(first["optimizer"]["state"].values(), second["optimizer"]["state"].values())
+        for a, b in zip(sa.values(), sb.values())
+    ]
+    assert moments and all(torch.equal(a, b) for a, b in moments)
+
+
+def test_learner_metrics_are_averaged_over_the_learners_that_report_them():
+    from sacglam.pipeline.driver import mean_over_learners
+
+    two = [{"loss/critic": 1.0, "entropy/grow": 0.5}, {"loss/critic": 3.0, "entropy/grasp": 0.25}]
+    assert mean_over_learners(two) == {"loss/critic": 2.0, "entropy/grow": 0.5, "entropy/grasp": 0.25}
 
 
 def test_an_update_reports_entropy_and_relabeled_mix_per_goal_type(terminal_batch):

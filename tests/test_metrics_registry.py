@@ -1,4 +1,4 @@
-"""docs/metrics.md is the registry of every logged metric: a name the code logs that the registry
+"""docs/reference/metrics.md is the registry of every logged metric: a name the code logs that the registry
 lacks fails here, and so does a registry name nothing logs any more.
 
 Names come from two sources, so neither a short run nor a text scan can miss one alone:
@@ -23,7 +23,7 @@ from sacglam.pipeline.run import run_pipeline
 from sacglam.report import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-REGISTRY = ROOT / "docs" / "metrics.md"
+REGISTRY = ROOT / "docs" / "reference" / "metrics.md"
 _NAME_CELL = re.compile(r"^\| (`[^|]+`(?:, `[^|]+`)*) \|", re.M)
 _PLACEHOLDER_VALUES = {
     "goal set": sorted(GOAL_SETS),
@@ -51,7 +51,7 @@ def registry_patterns() -> dict[str, re.Pattern]:
             regex = re.escape(name)
             for placeholder, values in _PLACEHOLDER_VALUES.items():
                 regex = regex.replace(re.escape(f"<{placeholder}>"), "(?:" + "|".join(map(re.escape, values)) + ")")
-            assert "<" not in regex, f"docs/metrics.md: unknown placeholder in {name!r}"
+            assert "<" not in regex, f"docs/reference/metrics.md: unknown placeholder in {name!r}"
             patterns[name] = re.compile(regex + r"\Z")
     return patterns
 
@@ -123,7 +123,7 @@ def _unregistered(names: set[str], patterns: dict[str, re.Pattern]) -> list[str]
 
 def test_every_metric_the_code_logs_is_in_the_registry(logged_names):
     missing = _unregistered(logged_names | static_names(), registry_patterns())
-    assert not missing, f"logged but not defined in docs/metrics.md (add a row for each): {missing}"
+    assert not missing, f"logged but not defined in docs/reference/metrics.md (add a row for each): {missing}"
 
 
 def test_every_registry_name_is_logged(logged_names):
@@ -134,7 +134,7 @@ def test_every_registry_name_is_logged(logged_names):
         if name not in RAY_ONLY | ONLY_WITHOUT_SIGNAL | ONLY_STOPPED_EARLY
         and not any(pattern.match(n) for n in logged_names)
     )
-    assert not dead, f"docs/metrics.md defines names no run logs (remove or fix them): {dead}"
+    assert not dead, f"docs/reference/metrics.md defines names no run logs (remove or fix them): {dead}"
     assert RAY_ONLY <= set(patterns) and RAY_ONLY <= static_names()
 
 
@@ -162,7 +162,7 @@ def _dashboard_series() -> tuple[set[str], set[str]]:
 
 def test_every_series_the_grafana_dashboard_graphs_is_one_a_run_exports(logged_names):
     """Ray exports each gauge `sacglam_<name>` to Prometheus as `ray_sacglam_<name>`
-    (benchmarks/live_curves.py reads them from a real Prometheus): a panel whose series no run
+    (benchmarks/suite/live_curves.py reads them from a real Prometheus): a panel whose series no run
     exports would stay empty."""
     from sacglam.pipeline.dashboard import metric_name
 

@@ -1,6 +1,6 @@
 """Live curves: the TensorBoard a run announces (the package `make` installs) serves the event
 files the run's `MetricsLogger` writes, with the logged values, and picks up what the run appends
-while it runs. (The page itself in headless Chromium, and Prometheus: `benchmarks/live_curves.py`.)"""
+while it runs. (The page itself in headless Chromium, and Prometheus: `benchmarks/suite/live_curves.py`.)"""
 
 import csv
 import json

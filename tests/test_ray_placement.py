@@ -168,6 +168,24 @@ def test_explicit_gpu_settings_win_and_the_rest_is_shared():
         check_fits(plan(_gpu_cfg(learner_gpus=2.0), {"CPU": 8, "GPU": 1}), {"CPU": 8, "GPU": 1})
 
 
+def test_shares_that_do_not_pack_onto_whole_cards_are_refused_in_one_line():
+    """Two explicit 0.75 learners and a default inference actor on 2 GPUs add up to 2, but each
+    card keeps 0.25 free and Ray places the actor's 0.5 whole on one card: it would never start."""
+    cfg = _gpu_cfg(learners=2, learner_gpus=0.75)
+    bundles = plan(cfg, {"CPU": 8, "GPU": 2})
+    assert {b.role: b.gpus for b in bundles}["inference-0"] == 0.5
+    with pytest.raises(ClusterTooSmallError, match=r"inference-0's 0\.5 GPU does not fit on one card") as error:
+        check_fits(bundles, {"CPU": 8, "GPU": 2})
+    assert "\n" not in str(error.value) and "--pipeline.resources.learner-gpus" in str(error.value)
+    check_fits(plan(_gpu_cfg(learners=2, learner_gpus=0.5), {"CPU": 8, "GPU": 2}), {"CPU": 8, "GPU": 2})
+
+
+def test_learners_share_a_card_only_on_the_same_node():
+    assert ray_cluster.share_a_card([["n1:0"], ["n1:0"]])
+    assert not ray_cluster.share_a_card([["n1:0"], ["n2:0"]])  # GPU 0 of two nodes: two cards
+    assert not ray_cluster.share_a_card([[], []])
+
+
 def test_a_shared_card_bounds_each_processs_memory_unless_set():
     assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 0.5) == 0.5
     assert ray_cluster.gpu_memory_fraction(_gpu_cfg(), 1.0) is None
@@ -198,7 +216,7 @@ def test_an_actor_given_a_gpu_torch_cannot_see_says_it_runs_on_the_cpu(monkeypat
         accelerator.settle_on_device("learner 0", torch.device("cpu"), 0.5)  # nothing given: nothing said
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1 GPU", "2 GPUs"])
+@pytest.fixture(scope="module")
 def declared_gpus(request):
     """A local Ray that declares GPUs this machine does not have (Ray takes `num_gpus` as said):
     what a GPU cluster's placement looks like, on a CPU."""
@@ -236,7 +254,10 @@ def _tiny_ray_cfg(tmp_path, learners: int, **changes) -> TrainConfig:
 
 @pytest.mark.slow
 @pytest.mark.ray
-@pytest.mark.parametrize("learners", [1, 2])
+# Three roles on one card (shares of 1/3), and two roles on two cards (a card each).
+@pytest.mark.parametrize(
+    "declared_gpus, learners", [(1, 2), (2, 1)], indirect=["declared_gpus"], ids=["1 GPU-2", "2 GPUs-1"]
+)
 def test_each_actor_sees_the_cards_of_its_share(tmp_path, declared_gpus, learners):
     """Every GPU role gets a card (CUDA_VISIBLE_DEVICES, Ray's accelerator ids), no card holds more
     than one GPU of shares, and the CPU roles see none."""
@@ -276,9 +297,8 @@ def test_each_actor_sees_the_cards_of_its_share(tmp_path, declared_gpus, learner
 
 @pytest.mark.slow
 @pytest.mark.ray
+@pytest.mark.parametrize("declared_gpus", [1], indirect=True, ids=["1 GPU"])
 def test_a_run_on_one_declared_gpu_with_default_settings_starts_and_finishes(tmp_path, declared_gpus, capsys):
-    if declared_gpus != 1:
-        pytest.skip("the one-GPU case")  # the 2-GPU cluster's placement is checked above
     from sacglam.pipeline.run import run_pipeline
 
     cfg = _tiny_ray_cfg(tmp_path, 1, address=ray.get_runtime_context().gcs_address)

@@ -340,10 +340,20 @@ def test_relabel_mix_leaves_the_environment_share_alone():
     assert set(own_goals) == {"Grasp red cat", "Grow red cat"}
 
 
-def test_partner_mix_is_the_default_draw():
-    a, b = flooded_buffer(seed=3), flooded_buffer(seed=3)
-    first, second = a.sample(64, mode="ratio"), b.sample(64, mode="ratio", relabel_mix="partner")
-    assert first.goals == second.goals and first.observations == second.observations
+def test_partner_mix_draws_what_the_buffer_drew_before_relabel_mixes_existed():
+    """Recorded from the code before the per-type pools and relabel mixes (commit a05a821): the
+    paper's mode, the default, draws the same transitions from the same generator state."""
+    batch = flooded_buffer(seed=3).sample(12, mode="ratio")
+    assert (
+        batch.goals
+        == ["Grasp any supply"] * 2
+        + ["Grasp green door", "Grasp any supply", "Grasp any furniture"]
+        + ["Grasp blue dog"]
+        + ["Grasp red cat"] * 6
+    )
+    assert [int(o.rsplit(" ", 1)[1]) for o in batch.observations] == [4, 2, 3, 4, 4, 1, 7, 2, 5, 7, 2, 3]
+    assert batch.actions.tolist() == [0, 0, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1]
+    assert batch.reward.tolist() == pytest.approx([0.81, 0.0, 1.0, 0.81, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 
 
 def test_own_mix_without_reports_of_the_own_types_falls_back_to_the_reports():

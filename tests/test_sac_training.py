@@ -46,11 +46,11 @@ def test_algo_and_her_must_agree():
 # The learning test: the CPU-sized SAC+HER config for 12k env steps, evaluated every 3k on 128
 # fixed episodes per goal set (standard error of a success rate <= 0.044). Floating-point results
 # differ between CPU kernel sets as between seeds, so the test asserts a rise its runs clear by a
-# wide margin (`benchmarks/test_margins.py` measures it over seeds and kernel sets; docs/testing.md).
+# wide margin (`benchmarks/suite/test_margins.py` measures it over seeds and kernel sets; docs/development/testing.md).
 LEARNING_TEST_THREADS = 1
 LEARNING_TEST_MIN_RISE = 0.1
 # Every measured run (seeds 0-2, three kernel sets) rises at least 0.29 over the 12k env steps
-# (docs/testing.md), so the seed only decides where the suite's run stops: on this project's AMD
+# (docs/development/testing.md), so the seed only decides where the suite's run stops: on this project's AMD
 # EPYC, seed 2 stops at the first evaluation (3k, 0.117 above) under its AVX-512 kernels, those of
 # the kind whose time target is tightest, and at 6k under AVX2 and ATen's `default` (seed 0: 9k,
 # 3k and 3k). Another CPU's kernels may move the stop, never the verdict.
@@ -97,7 +97,7 @@ def until_risen(min_rise: float):
 def learning_rise(curve: list[float]) -> float:
     """The best evaluation after the start, above the start. A single run's success oscillates
     between evaluations, and on some seeds falls back later (seed 3 of this config, on earlier
-    code: 0.40 at 3k, 0.33 at 9k, 0.00 at 12k; docs/testing.md), so the last point alone would be
+    code: 0.40 at 3k, 0.33 at 9k, 0.00 at 12k; docs/development/testing.md), so the last point alone would be
     a knife edge."""
     return max(curve[1:]) - curve[0]
 

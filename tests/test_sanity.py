@@ -1,8 +1,8 @@
-"""The sanity environments (`sacglam/envs/sanity.py`, docs/sanity.md): each follows the protocol,
+"""The sanity environments (`sacglam/envs/sanity.py`, docs/results/sanity.md): each follows the protocol,
 its expert solves it, random play does not; the default warm start leaves a critic able to read
 the goal (the likelihood warm start does not); training success counts only rewarded
 terminations; and every algorithm solves every sanity environment with the tiny model (slow tier,
-budgets and margins measured by `benchmarks/sanity.py`)."""
+budgets and margins measured by `benchmarks/studies/sanity.py`)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_each_follows_the_protocol_and_its_expert_solves_what_random_play_does_n
 
 
 CRITIC_INPUT = load_benchmark("critic_input")
-# Seed 0 in the suite; seeds 0-2 under three kernel sets measured (`benchmarks/test_margins.py`,
-# docs/testing.md): after the default warm start the largest error is at most 0.003, after the
+# Seed 0 in the suite; seeds 0-2 under three kernel sets measured (`benchmarks/suite/test_margins.py`,
+# docs/development/testing.md): after the default warm start the largest error is at most 0.003, after the
 # likelihood one at least 0.750 (a goal-blind critic's), 30x and 1.5x from the thresholds.
 CRITIC_FIT_SEED = 0
 CRITIC_FIT_READS = 0.1  # the default warm start: the largest error stays below this
@@ -55,7 +55,7 @@ def critic_fit_error(objective: str, seed: int) -> float:
     """Warm-start the tiny model on CarryWord (`uniform`: the default warm start, to its target;
     `likelihood`: 300 steps of it, as the configs that used it), then fit its twin action critic
     to CarryWord's optimal Q (gamma 0.9) by full-batch regression, 300 steps with the learner's
-    learning rates and clipping (`benchmarks/critic_input.py`); the largest error left over the
+    learning rates and clipping (`benchmarks/studies/critic_input.py`); the largest error left over the
     48 (state, goal, action) values."""
     steps = None if objective == "uniform" else 300
     largest, _ = CRITIC_INPUT.fit_error("sacglam.envs.sanity:CarryWord", 2, "last", seed, 300, objective, steps)
@@ -99,7 +99,7 @@ SANITY = load_benchmark("sanity")
 EVAL_EVERY = 1024  # greedy evaluations (64 episodes) along every run
 # (environment, method) -> (env steps, greedy success): what seed 0 must reach within the budget in
 # the suite. Every pair was measured on seeds 0-2 under three kernel sets (AVX-512, AVX2, ATen's
-# `default`: `benchmarks/test_margins.py`, docs/testing.md): each run clears its threshold by at
+# `default`: `benchmarks/suite/test_margins.py`, docs/development/testing.md): each run clears its threshold by at
 # least 0.08 (five of 64 evaluation episodes), and each budget is at least one evaluation (1,024 env
 # steps) past the first at which every measured run had cleared it; the statistic, the best
 # evaluation so far, only rises with it. SAC-GLAM on GoalCorridor asks less (0.65): without
@@ -137,7 +137,7 @@ def train_for_target(job: tuple) -> dict:
 def sanity_statistic(curve: list) -> float:
     """What the test asserts on, for every method: the best greedy evaluation after the start (a
     budget is what a method must reach its target within; a single run's greedy success dips
-    between evaluations at times, SAC's as PPO-GLAM's: docs/testing.md)."""
+    between evaluations at times, SAC's as PPO-GLAM's: docs/development/testing.md)."""
     return max(g for step, g, _ in curve if step > 0)
 
 

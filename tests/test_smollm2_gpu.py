@@ -1,4 +1,4 @@
-"""`benchmarks/smollm2_gpu.py`, the script a lent GPU machine runs, rehearsed here on the CPU: the
+"""`benchmarks/gpu/smollm2_gpu.py`, the script a GPU machine runs, rehearsed here on the CPU: the
 GGUF split into two checked parts under 50 MB that join to the same file, then the smoke run and
 the study on a 2-block SmolLM2-architecture model, sized from the smoke's timings, ending with its
 report, the runs' archive and seed 0's weights (the critic's input statistics in them)."""
@@ -46,7 +46,7 @@ def test_smoke_then_study_on_a_small_model_size_the_runs_and_write_the_report(tm
     script = load_benchmark("smollm2_gpu")
     arch = Path(smollm2_architecture(tmp_path / "arch", layers=2, hidden=64))
     smoke_runs, runs, out = tmp_path / "smoke", tmp_path / "study", tmp_path / "out"
-    carried, kept = tmp_path / "carried", tmp_path / "kept"  # a carried folder is gone on the next call: part 1 moves
+    carried, kept = tmp_path / "carried", tmp_path / "kept"  # the folder part 1 came in need not stay: part 1 moves
     carried.mkdir()
     for name in (f"{script.GGUF_NAME}.part1of2", f"{script.GGUF_NAME}.parts.json"):
         (carried / name).write_text(name)

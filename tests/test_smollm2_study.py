@@ -1,4 +1,4 @@
-"""`benchmarks/smollm2.py`, the SmolLM2 study's analysis, on two tiny runs of the study's own
+"""`benchmarks/studies/smollm2.py`, the SmolLM2 study's analysis, on two tiny runs of the study's own
 configs (the tiny random model instead of SmolLM2, 64 env steps): the table's zero-shot point,
 the random floor on the runs' evaluation episodes, and the diagnosis of policy and critic, kept in
 each run directory and not recomputed."""

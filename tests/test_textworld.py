@@ -1,4 +1,4 @@
-"""TextWorld through the protocol (`sacglam.envs.textworld`, docs/textworld.md): the goal grammar,
+"""TextWorld through the protocol (`sacglam.envs.textworld`, docs/reference/textworld.md): the goal grammar,
 games built offline and split into train and held-out, the environment against the protocol
 checker, hindsight goals checked by replaying each one as the episode's goal, and checkpoints."""
 

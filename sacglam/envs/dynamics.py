@@ -1,6 +1,6 @@
 """Playground-Text's transition rules and goal progress, as pure functions on small integers.
 
-Spec: `docs/environment.md`, "State, actions, dynamics" and "Goal achievement, reward, episode end".
+Spec: `docs/reference/playground-text.md`, "State, actions, dynamics" and "Goal achievement, reward, episode end".
 The environment, the scripted expert's planner and the tests all step through these functions,
 so there is one statement of the rules.
 

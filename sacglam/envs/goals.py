@@ -1,6 +1,6 @@
 """The goal grammar of Playground-Text, its train/test split, and goal parsing and matching.
 
-Spec: `docs/environment.md`, section "Goals". Public constants (sorted tuples of str):
+Spec: `docs/reference/playground-text.md`, section "Goals". Public constants (sorted tuples of str):
 
 - `TRAIN_GOALS` (8,470): 182 single train goals + 8,288 sequential ones;
 - `TEST_GOALS` (3,145): 64 single test goals + 3,081 sequential ones;

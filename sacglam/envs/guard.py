@@ -1,6 +1,6 @@
 """`ProtocolGuard`: an environment written elsewhere, checked at every call a run makes to it.
 
-Spec: `docs/environments.md`, "The protocol". `check_environment` checks an environment when its
+Spec: `docs/reference/environment-protocol.md`, "The protocol". `check_environment` checks an environment when its
 author asks; a run meets the environment in the warm start's random play, the collection of its
 words, every rollout and every evaluation, in this process or in a Ray worker. Wrapped in this
 guard, each `reset` and `step` is checked against the same rules (`sacglam.envs.protocol`) as it
@@ -122,7 +122,7 @@ class ProtocolGuard(gymnasium.Wrapper):
                 warnings.warn(
                     f"{self._name}, {where}: goal {repeated[0]!r} was reported achieved again in the same episode; "
                     "sacglam keeps each goal's first report only (a goal is reported once per episode, the first time "
-                    "it is achieved: docs/environments.md). Said once per process",
+                    "it is achieved: docs/reference/environment-protocol.md). Said once per process",
                     category=SacglamWarning,
                     stacklevel=2,
                 )

@@ -1,4 +1,4 @@
-"""`PlaygroundText`: the gymnasium environment of the paper, as fixed by `docs/environment.md`.
+"""`PlaygroundText`: the gymnasium environment of the paper, as fixed by `docs/reference/playground-text.md`.
 
 Observations are the full prompt text (Goal line, four state lines, `Action:`); actions are
 strings among `info["candidates"]`. `info["achieved_goals"]` is the social partner's list of train
@@ -83,7 +83,7 @@ def validate_env_args(n_objects: int, goals: str, max_steps: int) -> None:
 
 
 class PlaygroundText(gym.Env[str, str]):
-    """Playground-Text (paper appendix A; rules in `docs/environment.md`).
+    """Playground-Text (paper appendix A; rules in `docs/reference/playground-text.md`).
 
     Args:
         n_objects: objects per scene (default 6; the simplified variant uses 3).

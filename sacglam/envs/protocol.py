@@ -1,6 +1,6 @@
 """The environment protocol: what a text environment must give sacglam, and a checker for it.
 
-Spec: `docs/environments.md`, "The protocol". A text environment is a gymnasium environment whose
+Spec: `docs/reference/environment-protocol.md`, "The protocol". A text environment is a gymnasium environment whose
 observations are the prompt text and whose `info` (at reset and after every step) carries:
 - `candidates` (required): the non-empty list of action texts the agent may take next;
 - `goal` (optional): the episode's goal text, which the observation carries on its first line
@@ -33,6 +33,10 @@ GOAL_PREFIX = "Goal: "
 
 class InvalidActionError(ValueError):
     """An action text that is not among the environment's current candidates."""
+
+
+class ExpertUnavailableError(ValueError):
+    """The environment has no expert policy."""
 
 
 class EnvironmentProtocolError(UserInputError, ValueError):
@@ -130,7 +134,9 @@ def _first_bad_candidate(candidates: Any) -> str:
 
 
 STEP_RESULT = "(observation, reward, terminated, truncated, info)"
-CHECKER_HINT = "(sacglam.envs.protocol.check_environment(env) checks every rule: docs/environments.md)"
+CHECKER_HINT = (
+    "(sacglam.envs.protocol.check_environment(env) checks every rule: docs/reference/environment-protocol.md)"
+)
 
 
 def step_arity_problem(result: Any) -> str | None:
@@ -371,7 +377,7 @@ def reward_scale_warning(name: str, where: str, reward: float) -> str:
         f"{name}, {where}: reward {reward:g}, where an environment that reports achieved goals pays 1 on success "
         "and 0 otherwise: a relabeled transition is rewarded 1 at its goal's report and 0 elsewhere, so with "
         "relabeling (sac-her, ppo.her) the critic would learn two reward scales; scale the success reward to 1 and "
-        "drop shaping (docs/environments.md)"
+        "drop shaping (docs/reference/environment-protocol.md)"
     )
 
 
@@ -466,5 +472,5 @@ def reset_on_goal(env: gymnasium.Env, goal: str | None) -> tuple[Any, dict[str, 
         raise EnvironmentProtocolError(
             f"{type(env.unwrapped).__name__} refused reset(options={{'goal': {goal!r}}}) ({error}): a goal sampler "
             "(goal_sampler.mode) starts episodes on its own goals, which needs an environment that accepts a goal "
-            "at reset (docs/environments.md); use goal_sampler.mode='environment' with this one"
+            "at reset (docs/reference/environment-protocol.md); use goal_sampler.mode='environment' with this one"
         ) from error

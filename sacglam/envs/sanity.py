@@ -1,7 +1,7 @@
 """Sanity environments: goal-conditioned text tasks so small that every algorithm must solve them.
 
 In the spirit of the identity environments well-kept RL libraries test every algorithm on, each
-isolates one thing an agent must do, so a failure points at its cause (`docs/sanity.md`):
+isolates one thing an agent must do, so a failure points at its cause (`docs/results/sanity.md`):
 - `SayWord`, a one-step goal-conditioned bandit: the goal `Say <word>` is met by the candidate that
   copies the word. It needs only reading the goal: no bootstrapping, no credit assignment.
 - `CarryWord`, two steps: take one of the word cards, then show or drop it; the goal `Show the
@@ -10,7 +10,7 @@ isolates one thing an agent must do, so a failure points at its cause (`docs/san
 - `GoalCorridor`: walk left or right along numbered cells to the goal cell (up to `length - 1`
   steps): several steps of bootstrapping, with the goal deciding the direction.
 
-All three follow the protocol (`docs/environments.md`): a `Goal:` first line, `candidates`,
+All three follow the protocol (`docs/reference/environment-protocol.md`): a `Goal:` first line, `candidates`,
 `goal`, `achieved_goals` (each goal once per episode, the goal of a success at its step),
 `reset(options={"goal": g})`, an `expert_action()`, and an error for an action not offered. They
 list no `vocabulary`: a tiny model collects their words by random play, as for any environment

@@ -1,6 +1,6 @@
 """Scene sampling: the goal's objects (so the goal is always feasible), then random fillers.
 
-Spec: `docs/environment.md`, "Scenes". For each part of the goal an object that
+Spec: `docs/reference/playground-text.md`, "Scenes". For each part of the goal an object that
 satisfies it is placed (an exact `<color> <type>` already placed serves both parts; otherwise a
 matching object not yet placed is drawn), plus, for a Grow part, a suitable supply unless one is
 already among the goal's objects. The rest are random distinct objects; the order is shuffled.

@@ -1,6 +1,6 @@
 """The social partner: after each step, every train goal achieved for the first time at that step.
 
-Spec: `docs/environment.md`, "Social partner". The description is composed from the
+Spec: `docs/reference/playground-text.md`, "Social partner". The description is composed from the
 step's event (never by scanning the 8,470 goals):
 - the single train goals the event matches, not reported before in the episode;
 - `A then B` for every train Grow goal A first achieved at an earlier step and every single train

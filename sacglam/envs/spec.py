@@ -1,6 +1,6 @@
 """What the pipeline knows about an environment, whichever it is: `EnvironmentSpec`.
 
-Spec: `docs/environments.md`, "Selecting an environment". Every layer above `sacglam.envs` reads
+Spec: `docs/reference/environment-protocol.md`, "Selecting an environment". Every layer above `sacglam.envs` reads
 an environment through this interface only: how to make one (or a vector of them), the name of
 its goal set (metric keys: `eval/<goal set>/...`), its held-out twin, its goal types and their
 shares (per-type evaluation and the replay buffer's prior sampling), the goal list evaluation
@@ -31,14 +31,11 @@ import gymnasium
 from gymnasium.vector import VectorEnv
 
 from sacglam.envs.guard import ProtocolGuard, raised_in_user_code
+from sacglam.envs.protocol import ExpertUnavailableError
 from sacglam.envs.text_vector import TextVectorEnv
 from sacglam.errors import UserInputError
 
 ALL_TYPES = "all"  # the one goal type of an environment that has none
-
-
-class ExpertUnavailableError(ValueError):
-    """The environment has no expert policy."""
 
 
 class EnvironmentSpec(ABC):
@@ -110,7 +107,7 @@ class EnvironmentSpec(ABC):
 
 @dataclass(frozen=True)
 class PlaygroundSpec(EnvironmentSpec):
-    """Playground-Text (`docs/environment.md`): `n_objects` per scene, goals from `goal_set`,
+    """Playground-Text (`docs/reference/playground-text.md`): `n_objects` per scene, goals from `goal_set`,
     episodes of `max_steps`; `step_latency_ms` adds a sleep per vector step (benchmarks only)."""
 
     n_objects: int = 6
@@ -180,7 +177,7 @@ class PlaygroundSpec(EnvironmentSpec):
 
 @dataclass(frozen=True)
 class BabyAISpec(EnvironmentSpec):
-    """BabyAI-Text (`docs/babyai-text.md`) on `level`, missions of `goal_set` (train or test)."""
+    """BabyAI-Text (`docs/reference/babyai-text.md`) on `level`, missions of `goal_set` (train or test)."""
 
     level: str = "MixedLocal"
     goal_set: str = "train"
@@ -236,7 +233,7 @@ class BabyAISpec(EnvironmentSpec):
 
 @dataclass(frozen=True)
 class TextWorldSpec(EnvironmentSpec):
-    """TextWorld games (`docs/textworld.md`): `n_games` per level of a challenge family built
+    """TextWorld games (`docs/reference/textworld.md`): `n_games` per level of a challenge family built
     offline (train seeds, or held-out seeds for goal set `test`), or the games at `game_path`
     (`held_out_game_path` for `test`); `max_steps` per episode. Building the games (once, into
     the cache) happens here, in the process that makes the spec, before any worker needs them."""
@@ -554,7 +551,7 @@ class GymnasiumSpec(EnvironmentSpec):
         if not callable(expert):
             raise ExpertUnavailableError(
                 f"env {self.entry!r} has no expert: give it an expert_action() method that returns the expert's next "
-                "action (docs/environments.md)"
+                "action (docs/reference/environment-protocol.md)"
             )
         return expert()
 

@@ -1,4 +1,4 @@
-"""`TextVectorEnv`: any protocol text environments (`docs/environments.md`) stepped as one vector.
+"""`TextVectorEnv`: any protocol text environments (`docs/reference/environment-protocol.md`) stepped as one vector.
 
 The same contract as Playground-Text's vector form, for every environment: gymnasium's
 `AutoresetMode.SAME_STEP` (an environment whose episode ends at a step is reset within that

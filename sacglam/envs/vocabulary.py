@@ -1,6 +1,6 @@
 """The objects of Playground-Text: colors, types, categories, and which supply grows what.
 
-Everything here is a constant fixed by the spec (`docs/environment.md`, "Objects").
+Everything here is a constant fixed by the spec (`docs/reference/playground-text.md`, "Objects").
 An object is a `(color, type)` pair and is written `"<color> <type>"`, e.g. `"green water"`.
 """
 

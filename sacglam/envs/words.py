@@ -1,5 +1,5 @@
 """The words of an environment's texts, collected by random play: what a tiny model's word-level
-tokenizer is built from when the environment does not list its own (`docs/environments.md`).
+tokenizer is built from when the environment does not list its own (`docs/reference/environment-protocol.md`).
 
 Words are split as that tokenizer splits them (`\\w+|[^\\w\\s]+`: runs of letters and digits, runs
 of punctuation), so every word collected is one token. A word that random play never meets (a

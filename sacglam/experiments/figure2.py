@@ -1,6 +1,6 @@
 """The paper's figure 2 from an experiment's results table: training success against env steps and
 against seconds per method, success per goal type, held-out goals, sampled and greedy policies,
-wall time per env step, and the acceptance checks of the full-task study (docs/results.md).
+wall time per env step, and the acceptance checks of the full-task study (docs/results/figure2-full-task.md).
 
 Input: the rows of `results.parquet` written by `sacglam tune` (one row per trial and logged env
 step). A training record carries the cumulative `train/episodes` and `train/successes`; the curves

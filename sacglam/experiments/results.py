@@ -87,7 +87,7 @@ def _configuration(row: dict[str, Any], coordinate_keys: list[str]) -> str:
 
 def load_table(experiment_dir: Path) -> list[dict[str, Any]]:
     """The rows of an experiment's results table: `results.parquet`, or `results.csv` (the copy
-    the benchmarks keep under benchmarks/results/; empty cells read as None)."""
+    the benchmarks keep under benchmarks/studies/results/; empty cells read as None)."""
     experiment_dir = Path(experiment_dir)
     if (experiment_dir / "results.parquet").exists():
         return pq.read_table(experiment_dir / "results.parquet").to_pylist()
@@ -95,7 +95,7 @@ def load_table(experiment_dir: Path) -> list[dict[str, Any]]:
         return pacsv.read_csv(experiment_dir / "results.csv").to_pylist()
     raise ExperimentNotFoundError(
         f"{experiment_dir} holds no results.parquet or results.csv: pass the directory `sacglam tune` "
-        "wrote (<storage>/<experiment>-<form>/) or a copy under benchmarks/results/"
+        "wrote (<storage>/<experiment>-<form>/) or a copy under benchmarks/studies/results/"
     )
 
 

@@ -1,6 +1,6 @@
 """What a learner step tells about its own health, as pure functions of its tensors.
 
-They answer the questions a run that fails to generalise raises (docs/metrics.md, "Learner
+They answer the questions a run that fails to generalise raises (docs/reference/metrics.md, "Learner
 diagnostics"): does the policy keep its entropy on every goal type, which goal types fill the
 relabeled share of a batch, and which loss moves the weights that the actor and the critic share.
 Nothing here steps an optimizer or logs: the learner passes tensors in and metrics out.
@@ -8,8 +8,9 @@ Nothing here steps an optimizer or logs: the learner passes tensors in and metri
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
@@ -40,39 +41,39 @@ def share_by_type(goal_types: Sequence[str], selected: torch.Tensor, prefix: str
     return {f"{prefix}/{name}": count / len(chosen) for name, count in counts.items()}
 
 
-def _flat(grads: Sequence[torch.Tensor | None], like: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The gradients as one float64 vector (None: zeros of the parameter's size)."""
-    parts = [
-        (g if g is not None else torch.zeros_like(p)).detach().reshape(-1).double().cpu()
-        for g, p in zip(grads, like, strict=True)
-    ]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
-
-
 def gradient_split(
-    params: Sequence[torch.Tensor],
-    critic_grads: Sequence[torch.Tensor | None],
-    policy_grads: Sequence[torch.Tensor | None],
+    critic_grads: Sequence[torch.Tensor | None], policy_grads: Iterable[torch.Tensor | None]
 ) -> dict[str, float]:
     """Each loss's gradient norm, over every weight it reaches and over the weights both reach
     (`shared`: a parameter both gradients are given for), and the cosine of the two on the shared
-    weights (0 when either is zero there). A gradient is None for a weight its loss does not reach.
+    weights (0 when either is zero there). The two sequences run over the same parameters; a
+    gradient is None for a weight its loss does not reach. `policy_grads` may be a generator: each
+    tensor is read once and may be dropped after (the learner forms the policy's from the total
+    and the critic's one parameter at a time, so no second copy of every gradient is held). Sums
+    are float64 on the gradients' device, with one transfer at the end.
 
     `grad_norm/critic`, `grad_norm/policy`, `grad_norm/critic_shared`, `grad_norm/policy_shared`,
     `grad_cosine/shared`; the shared figures are 0 when no weight is shared."""
-    shared = [
-        i for i, (c, p) in enumerate(zip(critic_grads, policy_grads, strict=True)) if c is not None and p is not None
-    ]
-    critic_all = _flat(critic_grads, params)
-    policy_all = _flat(policy_grads, params)
-    critic_shared = _flat([critic_grads[i] for i in shared], [params[i] for i in shared])
-    policy_shared = _flat([policy_grads[i] for i in shared], [params[i] for i in shared])
-    norms = critic_shared.norm() * policy_shared.norm()
-    cosine = float(critic_shared @ policy_shared / norms) if float(norms) > 0 else 0.0
+    sums: dict[str, torch.Tensor | float] = dict.fromkeys(
+        ("critic", "policy", "critic_shared", "policy_shared", "dot"), 0.0
+    )
+    for critic, policy in zip(critic_grads, policy_grads, strict=True):
+        c = critic.detach().double() if critic is not None else None
+        p = policy.detach().double() if policy is not None else None
+        if c is not None:
+            sums["critic"] = sums["critic"] + c.square().sum()
+        if p is not None:
+            sums["policy"] = sums["policy"] + p.square().sum()
+        if c is not None and p is not None:
+            sums["critic_shared"] = sums["critic_shared"] + c.square().sum()
+            sums["policy_shared"] = sums["policy_shared"] + p.square().sum()
+            sums["dot"] = sums["dot"] + (c * p).sum()
+    values = {k: float(v) for k, v in sums.items()}  # one transfer per figure, at the end
+    norms = math.sqrt(values["critic_shared"]) * math.sqrt(values["policy_shared"])
     return {
-        "grad_norm/critic": float(critic_all.norm()),
-        "grad_norm/policy": float(policy_all.norm()),
-        "grad_norm/critic_shared": float(critic_shared.norm()),
-        "grad_norm/policy_shared": float(policy_shared.norm()),
-        "grad_cosine/shared": cosine,
+        "grad_norm/critic": math.sqrt(values["critic"]),
+        "grad_norm/policy": math.sqrt(values["policy"]),
+        "grad_norm/critic_shared": math.sqrt(values["critic_shared"]),
+        "grad_norm/policy_shared": math.sqrt(values["policy_shared"]),
+        "grad_cosine/shared": values["dot"] / norms if norms > 0 else 0.0,
     }

@@ -7,10 +7,12 @@ Per step (paper sections 2.1-2.2):
    forward's log pi is used then), with the online weights (log pi(.|s_{t+k}), without the
    critic); only the rows that bootstrap (a terminal row's target is its reward). With LoRA on
    the top blocks only (`agent.lora_layers`), the frozen blocks below run once per batch, without
-   autograd, and both next-state forwards run only the top blocks on that trunk;
+   autograd, and both next-state forwards run only the top blocks on that trunk (not with the
+   critic's own blocks, `agent.critic_weights: own`: each forward runs the blocks below again);
 3. losses from `sac_losses`: critic always; policy and entropy coefficient after the critic-only
    warm-up, during which (`warmup_head_only`) the LLM forward of the current states runs without
-   gradients, so only the critic head trains and pi does not move;
+   gradients, so only the critic head trains and pi does not move (with the critic's own blocks,
+   which the critic loss alone reaches, those blocks train too: pi does not move either way);
 4. one backward of critic + policy loss (the policy loss holds Q fixed), global-norm clipping,
    Adam steps, then Polyak averaging of the target critic.
 
@@ -125,7 +127,8 @@ class SACLearner:
         warming_up = self.warming_up
         trunk = agent.frozen_trunk(current)  # None unless LoRA leaves a frozen trunk below it
         with agent.learning_critic_statistics():  # the current states' features (not the next states')
-            if warming_up and cfg.warmup_head_only:
+            # With the critic's own blocks the critic loss cannot reach pi anyway: they train too.
+            if warming_up and cfg.warmup_head_only and not agent.has_own_critic_weights:
                 # The LLM runs without a graph: the critic head reads constant features, so the critic
                 # loss cannot reach the weights the policy uses and pi stays exactly as it was.
                 with torch.no_grad():
@@ -225,11 +228,11 @@ class SACLearner:
         total less the critic's on the weights the policy reaches (every trainable weight outside
         the critic's own); during the warm-up it reaches none."""
         own = self._critic_ids
-        policy_grads = [
+        policy_grads = (  # one parameter at a time: no second copy of every gradient
             None if warming_up or id(p) in own or p.grad is None else (p.grad if critic is None else p.grad - critic)
             for p, critic in zip(self._params, critic_grads, strict=True)
-        ]
-        split = gradient_split(self._params, critic_grads, policy_grads)
+        )
+        split = gradient_split(critic_grads, policy_grads)
         if warming_up:
             split = {k: v for k, v in split.items() if "policy" not in k and "cosine" not in k}
         return split

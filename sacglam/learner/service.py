@@ -65,8 +65,12 @@ class LearnerService:
         return distributed.node_address(), distributed.free_port()
 
     def gpu_ids(self) -> list[str]:
-        """The GPUs Ray assigned to this learner (empty without GPUs)."""
-        return ray_gpu_ids()
+        """The GPUs Ray assigned to this learner, as `<node id>:<gpu id>` (a GPU id is unique within
+        its node only); empty without GPUs."""
+        import ray
+
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+        return [f"{node}:{gpu}" for gpu in ray_gpu_ids()]
 
     def join(self, address: str, port: int, shared_cards: bool = False) -> bool:
         """Join the process group, take rank 0's weights, and average gradients from now on.

@@ -81,9 +81,12 @@ class GLAMAgent(nn.Module):
     def from_export(cls, directory: str, **agent_changes: object) -> GLAMAgent:
         """The agent a `sacglam export` folder holds, in eval mode, on CPU in float32 unless
         `agent_changes` say otherwise (`device="cuda"`): `sacglam.models.exported`."""
-        from sacglam.models.exported import load_exported_agent
+        from sacglam.models.exported import exported_agent_parts, load_export_weights
 
-        return load_exported_agent(directory, **agent_changes)
+        config, language_model, settings = exported_agent_parts(directory, **agent_changes)
+        agent = cls(config, language_model=language_model)
+        load_export_weights(agent, directory, settings)
+        return agent.eval()
 
     def __init__(self, config: AgentConfig, language_model: LanguageModel | None = None):
         super().__init__()

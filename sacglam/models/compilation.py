@@ -14,13 +14,17 @@ Two process-wide settings matter. transformers runs every block through one wrap
 all graphs of all blocks count against Dynamo's single recompile limit (8 by default: a causal
 model uses about that many, T5 more, and past the limit blocks silently run eager); we raise it.
 And Inductor's `freezing` would bake the weights into no-grad graphs as constants, so the target
-critic's swapped weights and the weights a learner sends would be ignored; we refuse it.
+critic's swapped weights and the weights a learner sends would be ignored; we refuse it. A third
+is changed: AOTAutograd's donated buffers (a compiled backward reusing its saved tensors' memory)
+forbid a second backward through the same graph, and the SAC learner's per-loss gradient norms
+take the critic loss's gradient with `retain_graph` before the full backward; we turn them off.
 """
 
 from __future__ import annotations
 
 import torch
 import torch._dynamo.config
+import torch._functorch.config
 import torch._inductor.config
 from torch import nn
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -67,6 +71,8 @@ def compile_transformer_blocks(model: nn.Module, device: torch.device) -> int:
         )
     # One budget for every block's graphs (see the module docstring): room for both model kinds.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    # The gradient diagnostics backpropagate twice through one graph (see the module docstring).
+    torch._functorch.config.donated_buffer = False
     blocks = transformer_blocks(model)
     if not blocks:
         raise CompilationUnavailableError(

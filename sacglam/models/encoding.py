@@ -172,7 +172,7 @@ def encode_packed_causal(
 
     Built with array operations over the batch's tokens rather than a Python loop over states and
     candidates: 10.7-12.4 against 14.2-15.7 ms for 256 full-task states with the tiny model's
-    tokenizer, 0.8-0.9 against 1.0-1.1 ms for 16 (`benchmarks/encoding.py`, docs/benchmarks.md).
+    tokenizer, 0.8-0.9 against 1.0-1.1 ms for 16 (`benchmarks/speed/encoding.py`, docs/results/speed-learner.md).
     A test checks every field against a loop that writes the rows token by token."""
     if len(prompts) != len(candidates):
         raise ValueError(f"{len(prompts)} prompts but {len(candidates)} candidate lists")

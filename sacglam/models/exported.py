@@ -14,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sacglam.errors import UserInputError
 
 if TYPE_CHECKING:
-    from sacglam.models.agent import GLAMAgent
+    from torch import nn
+
+    from sacglam.config import AgentConfig
+    from sacglam.models.loading import LanguageModel
 
 SETTINGS_FILE = "sacglam.json"
 
@@ -62,15 +65,24 @@ def export_settings(directory: str | Path) -> dict[str, Any]:
     return settings
 
 
-def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgent:
-    """The exported agent in eval mode. `agent_changes` replace agent settings that do not change
-    the weights (`device`, `dtype`, `compile`); by default the agent runs on CPU in float32, the
-    export's own precision."""
+class ExportTarget(Protocol):
+    """What the export's weights load into: the agent's LLM (with its LoRA layers) and critic."""
+
+    llm: nn.Module
+    critic: nn.Module | None
+
+
+def exported_agent_parts(
+    directory: str | Path, **agent_changes: Any
+) -> tuple[AgentConfig, LanguageModel | None, dict[str, Any]]:
+    """The agent settings of an export, its language model when the export holds a whole model
+    (None: the base named in the settings, with an adapter to load), and its `sacglam.json`.
+    `agent_changes` replace agent settings that do not change the weights (`device`, `dtype`,
+    `compile`); by default the agent runs on CPU in float32, the export's own precision."""
     import torch
 
     from sacglam.config import AgentConfig
     from sacglam.config_io import from_dict
-    from sacglam.models.agent import GLAMAgent
     from sacglam.models.loading import LanguageModel
 
     directory = Path(directory)
@@ -103,9 +115,15 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
         if wrong_keys or info.get("error_msgs"):
             raise ExportFolderError(f"{weights} does not fit its model: {wrong_keys or info['error_msgs']}")
         language_model = LanguageModel(model.to(config.resolved_device), tokenizer, kind, config.model)
-    agent = GLAMAgent(config, language_model=language_model)
+    return config, language_model, settings
+
+
+def load_export_weights(agent: ExportTarget, directory: str | Path, settings: dict[str, Any]) -> None:
+    """The export's adapter (when it holds one) and critic into an agent built from
+    `exported_agent_parts`; every tensor must land, or ExportFolderError names the keys."""
+    directory = Path(directory)
     if settings["weights"] == "adapter":
-        _load_adapter(agent, weights / "adapter_model.safetensors")
+        _load_adapter(agent, directory / settings["weights"] / "adapter_model.safetensors")
     critic_file = directory / "critic.safetensors"
     if agent.critic is not None:
         if not critic_file.is_file():
@@ -113,7 +131,6 @@ def load_exported_agent(directory: str | Path, **agent_changes: Any) -> GLAMAgen
         missing, unexpected = agent.critic.load_state_dict(_read_tensors(critic_file), strict=False)
         if missing or unexpected:
             raise ExportFolderError(f"{critic_file} does not fit the agent: missing {missing}, unexpected {unexpected}")
-    return agent.eval()
 
 
 def _read_tensors(path: Path) -> dict[str, Any]:
@@ -129,7 +146,7 @@ def _read_tensors(path: Path) -> dict[str, Any]:
         ) from error
 
 
-def _load_adapter(agent: GLAMAgent, path: Path) -> None:
+def _load_adapter(agent: ExportTarget, path: Path) -> None:
     """The adapter's tensors into the agent's LoRA layers, every one of them."""
     from peft import set_peft_model_state_dict
 

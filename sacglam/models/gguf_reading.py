@@ -9,7 +9,7 @@ for SmolLM2, 18 ms each), although the answer depends only on its two arguments.
 
 `read_each_gguf_once()` makes both answers computed once inside its block: the conversion of the
 embedded model (`sacglam.models.loading.install_embedded_model`) took 28 core-seconds without it
-and takes 10-11 with it, its files byte-identical (docs/agent.md). Nothing changes in what is
+and takes 10-11 with it, its files byte-identical (docs/explanation/agent.md). Nothing changes in what is
 read: the same reader object answers every later read of the same file (a reader only maps the
 file and parses its header; transformers never writes to it), and the name map is a pure function
 of its arguments.

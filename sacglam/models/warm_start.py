@@ -1,4 +1,4 @@
-"""Language warm start for random-initialised models (docs/algorithms.md, "Language warm start").
+"""Language warm start for random-initialised models (docs/explanation/algorithms.md, "Language warm start").
 
 A random-initialised LM gives every token about the same log-probability, so a 4-token action
 scores about 4x lower than a 1-token one: its initial policy almost never picks a `Go to` action
@@ -103,7 +103,7 @@ def language_warm_start(
     remove the short-action bias; the likelihood objective also drives the hidden state at the
     action tokens towards one that ignores the prompt (the best next-token prediction of a random
     action is the same in every state), which leaves a critic reading that state unable to tell
-    goals apart (docs/sanity.md); the uniform objective asks for no more than the policy."""
+    goals apart (docs/results/sanity.md); the uniform objective asks for no more than the policy."""
     if objective not in ("likelihood", "uniform"):
         raise ValueError(f"warm start objective must be 'likelihood' or 'uniform', got {objective!r}")
     observations, candidates, chosen = random_transcript(env_config, transitions, seed)

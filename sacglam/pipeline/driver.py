@@ -16,7 +16,7 @@ import json
 import pickle
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -27,50 +27,27 @@ from sacglam.goal_sampler.service import GoalSamplerService
 from sacglam.inference.server import InferenceServer
 from sacglam.learner.service import LearnerService
 from sacglam.pipeline.components import Components
+from sacglam.pipeline.counters import Counters, counters_from_json
+from sacglam.pipeline.health import RunHealth
 from sacglam.pipeline.metrics import MetricsLogger
 from sacglam.pipeline.schedules import make_schedule
 from sacglam.progress import advance, bar_interval
-from sacglam.report import NO_SIGNAL_EPISODES, NO_SIGNAL_SHARE
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.checkpoint import CheckpointStore
 from sacglam.runtime.handles import ExperienceStore, LocalFuture, resolve, resolve_all, wait_any
 from sacglam.runtime.storage import StoragePath, read_torch, write_torch
 from sacglam.types import ChunkReport, EpisodeResult
 
-
-@dataclass
-class Counters:
-    """The driver's progress: saved in every checkpoint, restored by `--resume`."""
-
-    env_steps: int = 0
-    episodes: int = 0  # training episodes finished
-    successes: int = 0  # of which successful
-    updates: int = 0  # learner updates finished
-    learning_from: int | None = None  # env step at which updates started
-    published: int = -1  # newest weights version sent to inference
-    train_seconds: float = 0.0  # wall time outside evaluation and checkpoints
-    next_eval: int = 0
-    next_log: int = 0
-    next_checkpoint: int = 0
-    recent: list[tuple[int, int]] = field(default_factory=list)  # (episodes, successes) of recent chunks
-    train_metrics: dict[str, float] = field(default_factory=dict)  # of the last training call (logged until the next)
-    plan_version: int = 0  # the goal sampler's newest plan version the driver knows of
-    plan_sent: list[int] = field(default_factory=list)  # per rollout worker: the plan version it was sent
-    discarded_env_steps: int = 0  # collected with stale weights and dropped (on-policy schedule)
-    learning_signals: int = 0  # rewarded steps collected, plus partner reports when relabeling uses them
-    no_signal_at: int | None = None  # env step at which the run was found to have no learning signal yet
-    reported_goals: int = 0  # goals the partner reported, summed over chunks (each chunk's distinct ones)
-    no_report_at: int | None = None  # env step at which a relabeling run was found to have no report to relabel with
-    held_out_reported_at: int | None = None  # env step at which a held-out goal was first reported in training
-    finished: bool = False  # set in the final checkpoint of a run that reached its budget (not stopped before it)
-    inference_before: dict[str, float] = field(default_factory=dict)  # inference counters of earlier actor lives
-
-
-TRAIN_GOALS_KEPT = 100_000  # training episodes' goals kept for the held-out check (a bound on its memory)
-
 # The first inference actor's cumulative counters: they live in the actor, which a resume builds
 # afresh and Ray may restart, so the driver carries them across both (`InferenceTally`).
 INFERENCE_COUNTERS = ("inference/forwards", "inference/states_scored", "inference/batches")
+
+
+def mean_over_learners(results: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean over the learners that report it: a figure of the rows of one goal type
+    (`entropy/<goal type>`) is absent on a learner whose share of the batch held none."""
+    names = dict.fromkeys(k for r in results for k in r)
+    return {k: sum(r[k] for r in results if k in r) / sum(k in r for r in results) for k in names}
 
 
 class InferenceTally:
@@ -138,13 +115,6 @@ class PipelineDriver:
         self.latest_eval_updates = -1  # the learner updates the latest evaluation's weights had
         self.weights_nbytes = resolve(parts.learners[0].call(LearnerService.weights_nbytes))
         self.idle_workers = list(range(len(parts.workers)))
-        # Filled by evaluation (which alone reads an environment's goal lists, so that nothing of
-        # training depends on them: autotelic mode): the lists where the spec has them, and the
-        # evaluations' episode goals; training episodes' goals join the train goals, up to a cap.
-        self.held_out_goals: set[str] = set()
-        self.train_goals: set[str] = set()
-        self.goal_lists_read = False
-        self.twin_shares_goals = False  # the two share a goal: the twin holds out something else
         if len(counters.plan_sent) != len(parts.workers):  # a fresh run, or a new worker count
             counters.plan_sent = [-1] * len(parts.workers)
         self.bar = tqdm(
@@ -157,11 +127,7 @@ class PipelineDriver:
         )
         self._clock = time.perf_counter()
         self.schedule = make_schedule(self)
-        # The held-out check (`_check_held_out_reports`) applies where the twin holds out goals and
-        # reported goals train the agent (relabeling, or a goal sampler choosing among them).
-        relabels = cfg.ppo.her if self.schedule.on_policy else cfg.sac.her
-        uses_reports = relabels or cfg.goal_sampler.mode != "environment"
-        self.watches_held_out = uses_reports and cfg.env.spec().holds_out_goals()
+        self.health = RunHealth(cfg, counters, self.schedule.on_policy, announce, logger.log)
         # the progress line's `held=`: the held-out evaluation in the first mode, when the run has one
         held_out = cfg.env.held_out.goals if cfg.eval_held_out and cfg.env.has_held_out else None
         self.held_out_headline_key = f"eval/{held_out}/{cfg.eval_modes[0]}/{OVERALL}" if held_out else ""
@@ -300,7 +266,7 @@ class PipelineDriver:
         elif kind == "train":
             futures, units = info
             results = resolve_all(futures)
-            self.c.train_metrics = {k: sum(r[k] for r in results) / len(results) for k in results[0]}
+            self.c.train_metrics = mean_over_learners(results)
             self.schedule.trained(self, units)
         elif kind == "sync":
             resolve(future)
@@ -318,11 +284,6 @@ class PipelineDriver:
         c.successes += result.successes
         c.learning_signals += result.rewarded_steps + (len(result.reported_goals) if self.cfg.sac.her else 0)
         c.reported_goals += len(result.reported_goals)
-        if self.watches_held_out and self.held_out_goals and len(self.train_goals) < TRAIN_GOALS_KEPT:  # O(1)/episode
-            self.train_goals.update(goal for goal, _ in result.goal_outcomes)
-            self.twin_shares_goals = self.twin_shares_goals or any(
-                goal in self.held_out_goals for goal, _ in result.goal_outcomes
-            )
         c.recent.append((result.episodes, result.successes))
         while sum(e for e, _ in c.recent[1:]) >= 200:  # success over about the last 200 episodes
             c.recent.pop(0)
@@ -336,9 +297,7 @@ class PipelineDriver:
         kept = self.schedule.collected(self, result)
         if not explore and kept:
             self.max_lag = max(self.max_lag, c.updates - result.policy_version)
-        self._check_learning_signal()
-        self._check_hindsight_reports()
-        self._check_held_out_reports(result.reported_goals)
+        self.health.collected(result)
         # at the budget, the run's final record (after the updates still owed) is the one logged;
         # an on-policy run's discarded steps do not count towards it (its schedule goes on)
         if c.next_log <= c.env_steps and c.env_steps - c.discarded_env_steps < self.cfg.total_env_steps:
@@ -346,76 +305,6 @@ class PipelineDriver:
             c.next_log += self.cfg.log_every
         if self.on_chunk is not None:
             self.on_chunk(self)
-
-    def _check_learning_signal(self) -> None:
-        """Once `NO_SIGNAL_SHARE` of an off-policy run's budget, and `NO_SIGNAL_EPISODES` episodes, are
-        collected without a single rewarded step (nor, with hindsight relabeling, a goal the partner
-        reported), say so once:
-        a line now, `explore/no_signal_env_steps` in the metrics (the report shows it) and `signal:
-        none` on the progress line until one arrives. Such a run has nothing to learn from."""
-        c = self.c
-        if self.schedule.on_policy or c.no_signal_at is not None or c.learning_signals:
-            return
-        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps or c.episodes < NO_SIGNAL_EPISODES:
-            return
-        c.no_signal_at = c.env_steps
-        relabel = " and no goal reported to relabel" if self.cfg.sac.her else ""
-        self.announce(
-            f"warning: {c.env_steps} env steps ({c.env_steps / self.cfg.total_env_steps:.0%} of the budget, {c.episodes} "
-            "episodes) collected without a rewarded "
-            f"step{relabel}: nothing to learn from yet; see what random play reaches with `sacglam evaluate "
-            "--policies random --env.name ...`"
-        )
-        self.logger.log(c.env_steps, {"explore/no_signal_env_steps": c.env_steps})
-
-    def _check_hindsight_reports(self) -> None:
-        """A run that relabels (SAC-GLAM+HER, PPO-GLAM with `ppo.her`) once `NO_SIGNAL_SHARE` of its
-        budget and `NO_SIGNAL_EPISODES` episodes are collected without a single goal reported in
-        `info['achieved_goals']`: say once, in a line and in the metrics
-        (`explore/no_report_env_steps`, which the report shows), that relabeling has had nothing to
-        relabel with. An environment that never reports goals trains as if relabeling were off."""
-        c = self.c
-        relabels = self.cfg.sac.her if not self.schedule.on_policy else self.cfg.ppo.her
-        if not relabels or c.no_report_at is not None or c.reported_goals:
-            return
-        if c.no_signal_at is not None and not c.learning_signals:
-            return  # the no-signal line has said it: no rewarded step, and no goal reported to relabel
-        if c.env_steps < NO_SIGNAL_SHARE * self.cfg.total_env_steps or c.episodes < NO_SIGNAL_EPISODES:
-            return
-        c.no_report_at = c.env_steps
-        self.announce(
-            f"warning: {self.cfg.algo} relabels episodes with the goals the environment reports achieved "
-            f"(info['achieved_goals']), and none was reported in {c.env_steps} env steps ({c.episodes} episodes): "
-            "hindsight relabeling has relabeled nothing; an environment that never reports them trains as without "
-            "relabeling (docs/environments.md)"
-        )
-        self.logger.log(c.env_steps, {"explore/no_report_env_steps": c.env_steps})
-
-    def _check_held_out_reports(self, reported: tuple[str, ...]) -> None:
-        """In a run that trains on reported goals (hindsight relabeling, or a goal sampler that
-        chooses among them), the first time the partner reports, in training, a goal held out:
-        one of the held-out goal set (its list where the spec has one, else the held-out
-        evaluation's episode goals) that is not a train goal (the train list, the train
-        evaluation's goals and the training episodes' goals); the check is off once the two sets
-        share a goal (a twin that holds out maps, not goals). Said once, in a line and in the metrics
-        (`explore/held_out_reported_env_steps`, which the report shows): the run trains on it,
-        and the held-out figures no longer measure goals the agent never trained on."""
-        c = self.c
-        if not self.watches_held_out or c.held_out_reported_at is not None or not self.held_out_goals:
-            return
-        if self.twin_shares_goals:
-            return  # the two goal sets have a goal in common: the twin holds out something else than goals
-        leaked = next((g for g in reported if g in self.held_out_goals and g not in self.train_goals), None)
-        if leaked is None:
-            return
-        c.held_out_reported_at = c.env_steps
-        self.announce(
-            f"warning: by env step {c.env_steps} the environment reported {leaked!r} in info['achieved_goals'] during "
-            f"training, a goal of its held-out goal set ({self.cfg.env.held_out.goals}) and not of its train goals: "
-            "held-out goals must never be reported, or the run trains on them (relabeled, or chosen by the goal "
-            "sampler) and held-out success no longer measures goals never trained on (docs/environments.md)"
-        )
-        self.logger.log(c.env_steps, {"explore/held_out_reported_env_steps": c.env_steps})
 
     def _teach_goal_sampler(self, result: ChunkReport) -> None:
         """The chunk's partner reports and episode outcomes to the goal sampler (not waited for:
@@ -463,21 +352,11 @@ class PipelineDriver:
         parts = training_evaluation(self.cfg)
         rank0 = self.parts.learners[0]
 
-        if self.watches_held_out and not self.goal_lists_read:
-            self.goal_lists_read = True
-            spec = self.cfg.env.spec()
-            twin = spec.held_out()
-            if twin is not None:
-                self.held_out_goals.update(twin.goals() or ())
-                self.train_goals.update(spec.goals() or ())
+        self.health.evaluating()
 
         def run_part(part: EvaluationPart) -> list[EpisodeResult]:
             results: list[EpisodeResult] = resolve(rank0.call(LearnerService.evaluate_part, part))
-            if self.watches_held_out:
-                held_out = part.env.goals != self.cfg.env.goals
-                (self.held_out_goals if held_out else self.train_goals).update(r.goal for r in results)
-                smaller, larger = sorted((self.held_out_goals, self.train_goals), key=len)
-                self.twin_shares_goals = any(goal in larger for goal in smaller)  # per evaluation, not per chunk
+            self.health.evaluated(part.env.goals == self.cfg.env.goals, results)
             return results
 
         with evaluation_bar(parts, self.cfg.progress) as bar:
@@ -589,14 +468,3 @@ def restore(parts: Components, checkpoint: StoragePath) -> Counters:
             "open episodes are dropped and environments reset"
         )
     return counters_from_json(json.loads((checkpoint / "driver.json").read_text()))
-
-
-def counters_from_json(saved: dict[str, Any]) -> Counters:
-    """A checkpoint's `driver.json` as `Counters`. One written before the learning-signal count
-    (or the count of reported goals) existed: whether its run had a signal (a report) is unknown,
-    so it counts as having had one (no warning of none on every such resume)."""
-    saved = {"learning_signals": saved.get("successes", 0) or 1, "reported_goals": 1, **saved}
-    counters = Counters(**saved)
-    counters.recent = [(int(e), int(s)) for e, s in counters.recent]
-    counters.finished = False  # a restored run is running again (to a larger budget): not finished until it ends
-    return counters

@@ -137,7 +137,7 @@ def connect(address: str | None, cpus_asked: float | None = None) -> str | None:
                 print(
                     f"note: the run's actors ask for {cpus_asked:g} CPUs and this machine has {detected}: "
                     f"its local Ray counts {counted}, so the actors share the cores (fractions in "
-                    "pipeline.resources.*_cpus say how to share them: docs/pipeline.md#resources)"
+                    "pipeline.resources.*_cpus say how to share them: docs/explanation/pipeline.md#resources)"
                 )
         _refuse_unreachable(address)
         try:
@@ -262,6 +262,40 @@ def plan(cfg: TrainConfig, cluster: dict[str, float]) -> list[Bundle]:
     return bundles
 
 
+def share_a_card(cards: list[list[str]]) -> bool:
+    """Whether two of the learners hold the same card: `cards[i]` lists learner i's GPUs as
+    `<node id>:<gpu id>` (`LearnerService.gpu_ids`)."""
+    held = [card for ids in cards for card in ids]
+    return len(set(held)) < len(held)
+
+
+def gpu_packing_problem(bundles: list[Bundle], cluster_gpus: float) -> str | None:
+    """Why the bundles' GPU asks cannot be placed on the cluster's whole cards, or None: Ray puts
+    each fraction of a GPU whole on one card (two 0.75s do not fit one card, nor leave room for a
+    0.5 on two), which a sum over the cluster does not see. First fit, largest asks first, on
+    `floor(cluster_gpus)` cards; a cluster of less than one GPU is left to the sum."""
+    cards = int(math.floor(cluster_gpus + 1e-9))
+    if cards < 1:
+        return None
+    free = [1.0] * cards
+    for bundle in sorted(bundles, key=lambda b: -b.gpus):
+        whole, part = divmod(bundle.gpus, 1.0)
+        for _ in range(int(whole)):
+            if 1.0 not in free:
+                return f"{bundle.role} asks for {bundle.gpus:g} GPU and no whole card is left"
+            free.remove(1.0)
+        if part > 1e-9:
+            card = next((i for i, room in enumerate(free) if room + 1e-9 >= part), None)
+            if card is None:
+                left = ", ".join(f"{room:g}" for room in free)
+                return (
+                    f"{bundle.role}'s {part:g} GPU does not fit on one card (room left: {left}): Ray places a "
+                    "share of a GPU whole on one card"
+                )
+            free[card] -= part
+    return None
+
+
 def cpus_asked(bundles: list[Bundle]) -> float:
     """The CPUs the bundles ask a cluster for (an actor asking for none still takes a sliver)."""
     return sum(bundle.resources()["CPU"] for bundle in bundles)
@@ -273,6 +307,13 @@ def check_fits(bundles: list[Bundle], cluster: dict[str, float]) -> None:
         for name, amount in ({"GPU": 0.0} | bundle.resources()).items():
             asked[name] = asked.get(name, 0.0) + amount
     short = {k: v for k, v in asked.items() if v > cluster.get(k, 0.0) + 1e-9}
+    packing = None if short else gpu_packing_problem(bundles, cluster.get("GPU", 0.0))
+    if packing is not None:
+        raise ClusterTooSmallError(
+            f"the run's GPU shares do not pack onto the cluster's {cluster.get('GPU', 0):g} cards: {packing}. Lower "
+            f"{' and '.join(_flags_to_lower(bundles, {'GPU'}))} (shares that add up to whole cards), or join a bigger "
+            "cluster with --address"
+        )
     if short:
         detail = ", ".join(f"{v:g} {k} (the cluster has {cluster.get(k, 0):g})" for k, v in short.items())
         lower = _flags_to_lower(bundles, set(short))
@@ -450,7 +491,7 @@ def build_ray(cfg: TrainConfig, checkpoints: StoragePath, resuming: bool = False
         # NCCL refuses two ranks on one card; learners that share one average their gradients
         # over gloo (which takes CUDA tensors through host memory) instead.
         cards = resolve_all([learner.call(LearnerService.gpu_ids) for learner in learners])
-        shared = len({card for ids in cards for card in ids}) < sum(len(ids) for ids in cards)
+        shared = share_a_card(cards)
         resolve_all([learner.call(LearnerService.join, address, port, shared) for learner in learners])
 
     def close() -> None:

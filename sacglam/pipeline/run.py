@@ -39,7 +39,7 @@ def paper_settings_note(cfg: TrainConfig) -> str | None:
     """A note for a SAC run of a random-initialised (tiny) model on a protocol environment at the
     paper's SAC settings, which are sized for a pretrained LLM on a GPU: on such an environment the
     tiny model learns on a CPU with the sanity settings, and stays goal-blind for thousands of
-    env steps with these (docs/environments.md#what-the-first-run-tells-you). None otherwise."""
+    env steps with these (docs/guides/own-environment.md#what-the-first-run-tells-you). None otherwise."""
     from sacglam.config import SACConfig, env_is_built_in
 
     paper = {"sac": SACConfig(), "sac-her": SACConfig.with_her()}.get(cfg.algo)
@@ -50,7 +50,7 @@ def paper_settings_note(cfg: TrainConfig) -> str | None:
         f"{paper.critic_lr:g}), sized for a pretrained LLM on a GPU; the tiny model learns a new environment "
         f"sooner on a CPU with tune_configs/runs/sanity_{cfg.algo.replace('-', '_')}.yaml's settings (--config it "
         "with your --env.name, or copy its sac and agent blocks into your config; "
-        "docs/environments.md#what-the-first-run-tells-you)"
+        "docs/guides/own-environment.md#what-the-first-run-tells-you)"
     )
 
 

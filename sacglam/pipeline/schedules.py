@@ -22,15 +22,40 @@ schedule is the algorithm's plug-in.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
+from sacglam.config import TrainConfig
+from sacglam.pipeline.components import Components
+from sacglam.pipeline.counters import Counters
 from sacglam.replay_actor.rollout import RolloutStorage
 from sacglam.rollout_workers.service import RolloutService
 from sacglam.runtime.handles import ExperienceStore, resolve, resolve_all
 from sacglam.types import ChunkReport
 
-if TYPE_CHECKING:
-    from sacglam.pipeline.driver import PipelineDriver
+
+class PipelineDriver(Protocol):
+    """What a schedule reads and asks of the driver (`sacglam.pipeline.driver.PipelineDriver`
+    implements it): the run's settings, components and counters, the calls in flight, and the
+    calls it may issue."""
+
+    cfg: TrainConfig
+    parts: Components
+    c: Counters
+    in_flight: dict[Any, tuple[str, Any]]
+    issued_steps: int  # collected + in flight
+    idle_workers: list[int]
+
+    def training(self) -> bool: ...
+
+    def eval_due(self) -> bool: ...
+
+    def checkpoint_due(self) -> bool: ...
+
+    def train(self, units: int) -> None: ...
+
+    def collect(self, vector_steps: int, explore: bool, worker: int | None = None, cut: bool = False) -> None: ...
+
+    def publish(self, wait: bool = False) -> None: ...
 
 
 MAX_REDOS = 3  # rollouts discarded in a row before the run stops with an error

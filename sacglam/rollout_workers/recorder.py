@@ -47,7 +47,7 @@ class _Open:
 
 class EpisodeRecorder:
     """Feed it what a vector environment's `reset` / `step` return (same-step auto-reset,
-    `docs/environments.md`); it returns the episodes that finished at each step."""
+    `docs/reference/environment-protocol.md`); it returns the episodes that finished at each step."""
 
     def __init__(self, num_envs: int):
         self.num_envs = num_envs

@@ -1,4 +1,4 @@
-"""BabyAI-Text: BabyAI's local tasks (on `minigrid`) described in text (`docs/babyai-text.md`).
+"""BabyAI-Text: BabyAI's local tasks (on `minigrid`) described in text (`docs/reference/babyai-text.md`).
 
 Importing this package registers `BabyAIText-GoToLocal-v0`, `BabyAIText-PickupLocal-v0` and
 `BabyAIText-MixedLocal-v0` (train missions) with gymnasium, and `-Test-v0` forms of each on the

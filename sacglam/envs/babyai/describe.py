@@ -1,6 +1,6 @@
 """The text an agent reads in BabyAI-Text: what its partial view holds, in steps from where it stands.
 
-Spec: `docs/babyai-text.md`, "Observation". Input is minigrid's encoded egocentric view (the
+Spec: `docs/reference/babyai-text.md`, "Observation". Input is minigrid's encoded egocentric view (the
 `image` of its observation): a (V, V, 3) array of (object index, colour index, state), agent at
 column V // 2 of the last row, facing towards row 0; cells it cannot see are `unseen`. Output:
 

@@ -1,6 +1,6 @@
 """`BabyAIText`: BabyAI's local tasks as a text environment (GLAM's benchmark, our own text).
 
-Spec: `docs/babyai-text.md`. One episode: a room with a few objects and a mission
+Spec: `docs/reference/babyai-text.md`. One episode: a room with a few objects and a mission
 ("go to the red ball", "pick up the blue key"); the agent reads a text description of its partial
 view and chooses one of six action texts. Reward 1.0 on the step that completes the mission (as
 BabyAI's verifier decides), which terminates the episode; 0 otherwise; truncated at `max_steps`.

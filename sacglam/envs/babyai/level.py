@@ -1,6 +1,6 @@
 """The minigrid level under BabyAI-Text: one room, a few unique objects, one mission.
 
-Spec: `docs/babyai-text.md`, "Levels". Built on minigrid's `RoomGridLevel`, so success is decided
+Spec: `docs/reference/babyai-text.md`, "Levels". Built on minigrid's `RoomGridLevel`, so success is decided
 by BabyAI's own verifiers (`GoToInstr`, `PickupInstr`) and the BabyAI bot can solve it.
 """
 

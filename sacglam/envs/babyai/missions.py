@@ -1,6 +1,6 @@
 """BabyAI-Text missions: the tasks, their text, and the train / held-out split.
 
-Spec: `docs/babyai-text.md`, "Missions". A mission is one task applied to one object of the
+Spec: `docs/reference/babyai-text.md`, "Missions". A mission is one task applied to one object of the
 room, named by colour and type; every object of a BabyAI-Text room is unique in (colour, type),
 so a mission's text always says "the":
 

@@ -1,4 +1,4 @@
-"""TextWorld games through sacglam's environment protocol (`docs/textworld.md`).
+"""TextWorld games through sacglam's environment protocol (`docs/reference/textworld.md`).
 
 `TextWorldEnv` plays a set of game files; `sacglam.envs.textworld.games` builds the games of a
 TextWorld challenge family offline (or lists a folder of games); `sacglam.envs.textworld.goals` is

@@ -1,6 +1,6 @@
 """`TextWorldEnv`: TextWorld games through sacglam's environment protocol.
 
-Spec: `docs/textworld.md`. Each episode plays one game of the set (drawn with the episode's seed,
+Spec: `docs/reference/textworld.md`. Each episode plays one game of the set (drawn with the episode's seed,
 or one where the goal given at reset can be met). The protocol's fields come from TextWorld's own
 state:
 - observation: `Goal: <goal>` then the room's description, the inventory and the game's reply
@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from sacglam.envs.protocol import InvalidActionError, with_goal
+from sacglam.envs.protocol import ExpertUnavailableError, InvalidActionError, with_goal
 from sacglam.envs.textworld.goals import Fact, achieved_goals, goal_text, parse_goal, quest_shape
 
 _GAME_OVER = re.compile(r"^\s*\*\*\* .* \*\*\*\s*$", re.MULTILINE)  # Inform7's end-of-game banner
@@ -251,7 +251,6 @@ class TextWorldEnv(gymnasium.Env):
     def expert_action(self) -> str:
         """The next command of TextWorld's walkthrough from the current state (the quest's
         expert; a goal given at reset that is not the game's quest has none, nor has a PDDL game)."""
-        from sacglam.envs.spec import ExpertUnavailableError
 
         if self._index < 0:
             raise RuntimeError("call reset() before expert_action()")

@@ -1,6 +1,6 @@
 """Where TextWorld games come from: built offline from a challenge family, or read from files.
 
-Spec: `docs/textworld.md`, "Games". `challenge_games` builds games of a TextWorld challenge family
+Spec: `docs/reference/textworld.md`, "Games". `challenge_games` builds games of a TextWorld challenge family
 (`coin_collector`, `treasure_hunter`) with TextWorld's own generator and bundled Inform7
 compiler, no network, once per (family, level, seed), into the cache (`$SACGLAM_CACHE/textworld`),
 where every later run and every process on the node finds them. Train games use seeds 0, 1, ...;

@@ -1,6 +1,6 @@
 """The goal grammar over TextWorld's facts: which goals a game state achieves, as text.
 
-Spec: `docs/textworld.md`, "Goals". A fact is TextWorld's logic proposition reduced to names,
+Spec: `docs/reference/textworld.md`, "Goals". A fact is TextWorld's logic proposition reduced to names,
 `(predicate, (argument, ...))`, e.g. `("in", ("coin", "I"))` (the coin is in the inventory) or
 `("at", ("P", "kitchen"))` (the player is in the kitchen). Three predicates have a clause:
 

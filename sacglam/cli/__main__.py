@@ -1,0 +1,3 @@
+from sacglam.cli import main
+
+main()
