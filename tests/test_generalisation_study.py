@@ -46,10 +46,9 @@ def test_acceptance_against_ppo_glam_and_today():
 
 
 def test_acceptance_on_a_form_without_ppo_glam_compares_training_success_with_today():
-    today = variant(training_success_last_6_4k=[0.5, 0.6])
-    better, worse = variant(training_success_last_6_4k=[0.6, 0.6]), variant(training_success_last_6_4k=[0.5, 0.55])
-    for entry in (today, better, worse):  # the figure's name has a dot, which a keyword cannot
-        entry["figures"]["training_success_last_6.4k"] = entry["figures"].pop("training_success_last_6_4k")
+    window = study.WINDOW_FIGURE
+    today = variant(**{window: [0.5, 0.6]})
+    better, worse = variant(**{window: [0.6, 0.6]}), variant(**{window: [0.5, 0.55]})
     assert study.acceptance({"today": today, "mine": better}, "mine")["training success >= today's"]
     checks = study.acceptance({"today": today, "mine": worse}, "mine")
     assert not checks["training success >= today's"]

@@ -107,6 +107,7 @@ def _stats(values: list[float]) -> dict[str, Any]:
 
 
 WINDOW = 6400  # env steps the training success looks back over (the full task's figure 2 measure)
+WINDOW_FIGURE = "training_success_last_6.4k"
 
 
 def _window_success(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -146,7 +147,7 @@ def variant_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             values = [v for r in seeds if (v := _figure(r, figure)) is not None]
             entry["figures"][figure] = _stats(values)
         values = [float(r["training_success_window"]) for r in seeds if r.get("training_success_window") is not None]
-        entry["figures"]["training_success_last_6.4k"] = _stats(values)
+        entry["figures"][WINDOW_FIGURE] = _stats(values)
         for key in HEALTH + GRADIENTS:
             values = [float(r[key]) for r in seeds if r.get(key) is not None]
             if values:
@@ -189,10 +190,9 @@ def acceptance(variants: dict[str, Any], chosen: str) -> dict[str, Any]:
     simplified task, 5 seeds) against PPO-GLAM and today's settings."""
     mine, today = variants[chosen]["figures"], variants[TODAY]["figures"]
     if PPO not in variants:
-        window = "training_success_last_6.4k"
         return {
-            "training success >= today's": mine[window]["mean"] >= today[window]["mean"],
-            "training success gain over today": difference(mine[window], today[window]),
+            "training success >= today's": mine[WINDOW_FIGURE]["mean"] >= today[WINDOW_FIGURE]["mean"],
+            "training success gain over today": difference(mine[WINDOW_FIGURE], today[WINDOW_FIGURE]),
         }
     ppo = variants[PPO]["figures"]
     held_gain = difference(mine["held_out/greedy/all"], today["held_out/greedy/all"])
@@ -241,7 +241,7 @@ def _cell(stats: dict[str, Any]) -> str:
 
 def print_tables(summary: dict[str, Any]) -> None:
     variants, compared = summary["variants"], summary["comparisons"]
-    figures = (*FIGURES, "training_success_last_6.4k")
+    figures = (*FIGURES, WINDOW_FIGURE)
     print("| variant | seeds | " + " | ".join(f.replace("held_out", "held-out") for f in figures) + " |")
     print("| --- | --- |" + " --- |" * len(figures))
     for name, entry in variants.items():
@@ -281,21 +281,23 @@ def load_rows(experiment_dir: Path) -> list[dict[str, Any]]:
     end), the rows of every trial's metrics so far (a trial directory is named `<variant>,seed=<n>`)."""
     from sacglam.experiments.results import load_table, trial_rows
 
+    def config(trial: str) -> dict[str, Any]:
+        path = experiment_dir / trial / "run" / "config.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
     if (experiment_dir / "results.parquet").exists() or (experiment_dir / "results.csv").exists():
         rows = load_table(experiment_dir)
+        configs = {trial: config(trial) for trial in {row["trial"] for row in rows}}
     else:
-        rows = []
+        rows, configs = [], {}
         for run in sorted(experiment_dir.glob("*,seed=*/run")):
             if (run / "metrics.jsonl").exists():
                 variant, seed = run.parent.name.rsplit(",seed=", 1)
-                budget = json.loads((run / "config.json").read_text())["total_env_steps"]
+                configs[run.parent.name] = config(run.parent.name)
+                budget = configs[run.parent.name]["total_env_steps"]
                 rows += trial_rows(run.parent.name, {"variant": variant, "seed": int(seed)}, run, budget)
-    episodes: dict[str, Any] = {}
     for row in rows:  # each trial's evaluation size, from its run's config
-        if row["trial"] not in episodes:
-            config = experiment_dir / row["trial"] / "run" / "config.json"
-            episodes[row["trial"]] = json.loads(config.read_text()).get("eval_episodes") if config.exists() else None
-        row["eval_episodes"] = episodes[row["trial"]]
+        row["eval_episodes"] = configs[row["trial"]].get("eval_episodes")
     return rows
 
 
